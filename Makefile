@@ -1,0 +1,50 @@
+# Two commands for a newcomer: `make book` builds the site, `make test` runs every test.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# Offline by default: nothing is fetched from a model hub unless SPECTRAL_BOOK_REAL_MODELS=1.
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export HF_HUB_DISABLE_TELEMETRY := 1
+export TOKENIZERS_PARALLELISM := false
+export PYTHONHASHSEED := 0
+
+.PHONY: book test lab bench browser-deps clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (spectral-book)" >/dev/null
+	touch $(STAMP)
+
+## make book: build every chapter, executed, into _build/html (a raising cell or a warning fails it)
+book: $(STAMP)
+	SPECTRAL_BOOK_BUILD=1 $(VENV)/bin/jupyter-book build . --all -W -n --keep-going
+
+## make test: the whole test suite (unit tests, executed notebooks, the built site in Chromium)
+test: $(STAMP) browser-deps
+	$(PY) -m pytest
+
+## make lab: open the chapters in JupyterLab
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab book/
+
+## make bench: benchmarks (not tests); prints tables and writes benchmarks/results.json
+bench: $(STAMP)
+	$(PY) -m benchmarks
+
+## Headless Chromium for the browser test (Debian package; never a downloaded browser)
+browser-deps:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "warning: could not install chromium; browser tests will be skipped"; \
+	  else echo "note: /usr/bin/chromium missing; install Debian's chromium to run the browser tests"; fi; \
+	fi
+
+clean:
+	rm -rf _build .pytest_cache

@@ -1,0 +1,73 @@
+"""``lib``: spectral kernels and model adapters for the book *Spectral dynamics of transformers*.
+
+Conventions (``shared/science/conventions.md``, and the book's notation page): column vectors,
+``y = W x``; tokens stored as rows ``(..., n, d)``; float64 for every eigen/Schur/SVD result;
+eigenvalues sorted by modulus, descending.
+
+Entry points:
+
+* :func:`lib.load_model` loads a supported checkpoint (or the offline alias ``"minilm"``) and
+  returns a :class:`lib.models.SpectralModel` with ``layer_matrices()``, ``head_matrices(t)``,
+  ``hidden_states(texts)`` and ``layer(t)``.
+* :mod:`lib.spectra` sorts and normalizes eigenpairs, gap ratios and alignments.
+* :mod:`lib.plotting` configures Altair and draws shared figures.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+from lib.errors import (
+    CheckpointError,
+    ModelNotAvailableError,
+    ModelTooLargeError,
+    SpectralBookError,
+    UnsafeCheckpointError,
+    UnsupportedModelError,
+)
+from lib.models import OFFLINE_ALIASES, SUPPORTED_FAMILIES, SpectralModel, load_model
+
+__all__ = [
+    "OFFLINE_ALIASES",
+    "SUPPORTED_FAMILIES",
+    "CheckpointError",
+    "ModelNotAvailableError",
+    "ModelTooLargeError",
+    "SpectralBookError",
+    "SpectralModel",
+    "UnsafeCheckpointError",
+    "UnsupportedModelError",
+    "book_setup",
+    "load_model",
+    "real_models_enabled",
+]
+
+REAL_MODELS_ENV = "SPECTRAL_BOOK_REAL_MODELS"
+
+
+def real_models_enabled() -> bool:
+    """The one switch for real checkpoints: ``SPECTRAL_BOOK_REAL_MODELS=1`` in the environment.
+
+    Off by default, so every chapter runs offline on the models that ship with the project.
+    """
+    return os.environ.get(REAL_MODELS_ENV, "0") == "1"
+
+
+def book_setup(seed: int = 0) -> None:
+    """First call of every chapter: Altair renderer, seeds, quiet warnings from dependencies.
+
+    Args:
+        seed: seeds NumPy's legacy global generator and torch (chapters still pass explicit
+            ``numpy.random.default_rng(seed)`` generators to ``lib``).
+    """
+    import numpy as np
+    import torch
+
+    from lib.plotting import configure_renderer
+
+    configure_renderer()
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    np.set_printoptions(precision=4, suppress=True, linewidth=110)
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")

@@ -1,0 +1,27 @@
+"""Errors that ``lib`` raises on bad input, each with a message that says what to do next."""
+
+from __future__ import annotations
+
+
+class SpectralBookError(Exception):
+    """Base class of every error that ``lib`` raises on purpose."""
+
+
+class UnsupportedModelError(SpectralBookError, ValueError):
+    """The checkpoint's architecture is not one of the supported families."""
+
+
+class ModelNotAvailableError(SpectralBookError, OSError):
+    """The model cannot be found or fetched: unknown id, no network, gated, not cached."""
+
+
+class CheckpointError(SpectralBookError, OSError):
+    """A local checkpoint is missing its weights, or its weight file is corrupt or truncated."""
+
+
+class UnsafeCheckpointError(SpectralBookError, PermissionError):
+    """The checkpoint would need pickle (``.bin``/``.pt``) or remote code, which is refused by default."""
+
+
+class ModelTooLargeError(SpectralBookError, MemoryError):
+    """The weights (or a computation) would not fit in the available memory."""

@@ -1,0 +1,72 @@
+"""Model adapters: :func:`load_model` and :class:`SpectralModel`.
+
+Supported families: bert, albert, gpt2, gpt_neo, llama, olmo2, gemma2 (and close relatives that share
+a family's layout: roberta, mistral, qwen2). See :mod:`lib.models.families` for where each keeps its
+weights and norms.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from lib.models.families import FAMILIES
+from lib.models.loading import OFFLINE_ALIASES, SUPPORTED_FAMILIES, check_minilm_config, load_hf, resolve_source
+from lib.models.spectral_model import Layer, SpectralModel
+from lib.models.weights import AttentionWeights, expand_kv
+
+__all__ = [
+    "FAMILIES",
+    "OFFLINE_ALIASES",
+    "SUPPORTED_FAMILIES",
+    "AttentionWeights",
+    "Layer",
+    "SpectralModel",
+    "expand_kv",
+    "load_model",
+]
+
+
+def load_model(
+    name: str,
+    *,
+    random_init: bool = False,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    allow_pickle: bool = False,
+    max_memory_bytes: int | None = None,
+) -> SpectralModel:
+    """Load a model by offline alias, local directory or hub id.
+
+    Args:
+        name: ``"minilm"`` (all-MiniLM-L6-v2, offline), a directory with ``config.json`` and
+            ``*.safetensors``, or a hub id such as ``"openai-community/gpt2"`` (needs the network
+            and ``SPECTRAL_BOOK_REAL_MODELS=1``, or a local cache).
+        random_init: same config, fresh weights from ``torch.manual_seed(seed)`` (the
+            "architecture only" control).
+        seed: seed of the random initialization.
+        dtype: dtype the weights are held in (fp32 by default; bf16 for 7–9B models on a GPU).
+        device: where the model runs (``"cpu"`` or ``"cuda"``).
+        allow_pickle: accept ``.bin``/``.pt`` weights (unsafe; refused by default).
+        max_memory_bytes: memory budget for the weights (default: 80% of available RAM).
+
+    Raises:
+        UnsupportedModelError, ModelNotAvailableError, CheckpointError, UnsafeCheckpointError,
+        ModelTooLargeError: each with a message that says what to do.
+    """
+    folder, label = resolve_source(name, allow_pickle=allow_pickle)
+    hf_model, config, family, tokenizer = load_hf(
+        folder,
+        label,
+        random_init=random_init,
+        seed=seed,
+        dtype=dtype,
+        allow_pickle=allow_pickle,
+        max_memory_bytes=max_memory_bytes,
+    )
+    if name == "minilm":
+        check_minilm_config(config)
+    hf_model.to(device)
+    return SpectralModel(
+        hf_model, config, family, tokenizer, name=label, random_init=random_init, seed=seed
+    )

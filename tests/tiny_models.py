@@ -1,0 +1,71 @@
+"""Tiny random-initialised configs of every supported family, saved as real checkpoint folders.
+
+Each config is small (d = 32) but keeps its family's traps: GPT-2's Conv1D layout, GPT-Neo's local
+layers and missing score scale, grouped-query attention (Llama, Gemma-2), QK-norm (OLMo-2), and
+Gemma-2's ``H·d_h ≠ d``. Windows are short (4) so that sequences of 9 tokens exercise them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import (
+    AlbertConfig,
+    AutoModel,
+    BertConfig,
+    Gemma2Config,
+    GPT2Config,
+    GPTNeoConfig,
+    LlamaConfig,
+    Olmo2Config,
+)
+
+VOCAB = 64
+SEQ = 9  # longer than the sliding windows below
+
+
+def tiny_configs() -> dict[str, object]:
+    """One small config per family name."""
+    common = dict(vocab_size=VOCAB, max_position_embeddings=64)
+    decoder = dict(common, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4)
+    return {
+        "bert": BertConfig(**common, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64),
+        "albert": AlbertConfig(
+            **common, embedding_size=16, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+            intermediate_size=64,
+        ),
+        "gpt2": GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=4),
+        "gpt_neo": GPTNeoConfig(
+            vocab_size=VOCAB, max_position_embeddings=64, hidden_size=32, num_layers=2, num_heads=4,
+            attention_types=[[["global", "local"], 1]], window_size=4,
+        ),
+        "llama": LlamaConfig(**decoder, num_key_value_heads=2),
+        "olmo2": Olmo2Config(**decoder, num_key_value_heads=4),
+        "gemma2": Gemma2Config(
+            **decoder, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16, sliding_window=4,
+        ),
+    }
+
+
+def perturb_(model: torch.nn.Module, seed: int) -> None:
+    """Give every parameter (norm gains and biases included) a generic random value.
+
+    Default inits leave biases at 0 and gains at 1, which would hide transpose and bias mistakes.
+    """
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            scale = 0.1 if p.dim() == 1 else 0.3
+            base = 1.0 if ("norm" in name.lower() or "ln" in name.lower()) and p.dim() == 1 and "bias" not in name else 0.0
+            p.copy_(base + scale * torch.randn(p.shape, generator=g))
+
+
+def save_tiny(family: str, folder: Path, seed: int = 0) -> Path:
+    """Build the tiny config of ``family``, perturb its weights, and save it (safetensors) in ``folder``."""
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(tiny_configs()[family])
+    perturb_(model, seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    return folder
