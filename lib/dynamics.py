@@ -66,8 +66,9 @@ def _as_weights(w: Any) -> AttentionWeights:
 
 
 def _t64(x: Any) -> torch.Tensor:
+    """float64 CPU tensor; keeps the autograd graph, so Jacobians of a step can be taken."""
     if isinstance(x, torch.Tensor):
-        return x.detach().to(dtype=torch.float64, device="cpu")
+        return x.to(dtype=torch.float64, device="cpu")
     return torch.as_tensor(x, dtype=torch.float64)
 
 

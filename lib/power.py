@@ -18,6 +18,7 @@ __all__ = [
     "convergence_table",
     "distance_to_subspace",
     "fitted_ratio",
+    "eigen_plane_angle",
     "plane_coordinates",
     "power_method",
     "signed_alignment",
@@ -59,6 +60,20 @@ def plane_coordinates(X: Any, B: Any) -> np.ndarray:
     """Coordinates ``Bᵀ x / ‖x‖`` of unit-normalized states in an orthonormal basis ``B (d, k)``: ``(..., k)``."""
     X, B = as_float64(X), as_float64(B)
     return (X @ B) / np.linalg.norm(X, axis=-1, keepdims=True)
+
+
+def eigen_plane_angle(X: Any, v: Any) -> np.ndarray:
+    """Angle (radians) of each state in the eigen-coordinates of a complex eigenvector's plane.
+
+    Writes ``x ≈ a Re v + b Im v`` (least squares) and returns ``atan2(b, a)``, shape ``X.shape[:-1]``.
+    In these coordinates ``F`` acts on the plane as ``|λ|`` times a rotation by ``−arg λ``
+    (``F Re v = |λ|(cos θ Re v − sin θ Im v)``), so a state in the plane turns by exactly ``−θ`` per step.
+    """
+    X, v = as_float64(X), np.asarray(v, dtype=np.complex128)
+    basis = np.stack([v.real, v.imag], axis=1)  # (d, 2)
+    flat = X.reshape(-1, X.shape[-1])
+    coef, *_ = np.linalg.lstsq(basis, flat.T, rcond=None)  # (2, m)
+    return np.arctan2(coef[1], coef[0]).reshape(X.shape[:-1])
 
 
 def distance_to_subspace(X: Any, B: Any) -> np.ndarray:
