@@ -11,7 +11,10 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 export PYTHONHASHSEED := 0
 
-.PHONY: book test lab bench browser-deps clean
+MATHJAX_VERSION := 3.2.2
+MATHJAX := .vendor/mathjax/tex-mml-chtml.js
+
+.PHONY: book test lab bench vendor browser-deps clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,12 +24,20 @@ $(STAMP): requirements.txt pyproject.toml
 	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (spectral-book)" >/dev/null
 	touch $(STAMP)
 
+## make vendor: MathJax 3 from the npm registry, served by the site itself (no CDN)
+vendor: $(MATHJAX)
+$(MATHJAX):
+	rm -rf .vendor/tmp && mkdir -p .vendor/tmp .vendor/mathjax
+	cd .vendor/tmp && npm pack --silent mathjax@$(MATHJAX_VERSION) >/dev/null && tar xzf mathjax-$(MATHJAX_VERSION).tgz
+	cd .vendor/tmp/package/es5 && cp -r tex-mml-chtml.js input output a11y ui adaptors ../../../mathjax/
+	rm -rf .vendor/tmp
+
 ## make book: build every chapter, executed, into _build/html (a raising cell or a warning fails it)
-book: $(STAMP)
+book: $(STAMP) $(MATHJAX)
 	SPECTRAL_BOOK_BUILD=1 $(VENV)/bin/jupyter-book build . --all -W -n --keep-going
 
 ## make test: the whole test suite (unit tests, executed notebooks, the built site in Chromium)
-test: $(STAMP) browser-deps
+test: $(STAMP) $(MATHJAX) browser-deps
 	$(PY) -m pytest
 
 ## make lab: open the chapters in JupyterLab
@@ -47,4 +58,4 @@ browser-deps:
 	fi
 
 clean:
-	rm -rf _build .pytest_cache
+	rm -rf _build .pytest_cache .vendor

@@ -1,0 +1,61 @@
+"""Sphinx extension: ship every script a page needs, so the site works with no network.
+
+* **Vega.** Altair's ``html`` renderer loads Vega, Vega-Lite and Vega-Embed from a CDN unless
+  ``window.VEGA_DEBUG`` already records their versions and a global ``vegaEmbed`` exists. At build
+  time we write one local script, made from ``vl_convert.javascript_bundle()`` (which defines
+  ``window.vegaEmbed``, ``window.vega`` and ``window.vegaLite``) wrapped in a function, followed by
+  the version record Altair checks, and load it in every page's ``<head>`` before any chart.
+* **MathJax.** ``make vendor`` unpacks MathJax 3 from the npm registry into ``.vendor/mathjax``;
+  this extension serves it from ``_static/mathjax`` instead of the CDN. A build without it fails
+  with a message that says how to fetch it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import altair as alt
+import vl_convert as vlc
+from sphinx.application import Sphinx
+from sphinx.errors import ExtensionError
+
+VEGA_SCRIPT = "vega-offline.js"
+MATHJAX_ENTRY = "mathjax/tex-mml-chtml.js"
+
+
+def _add_vega(app: Sphinx) -> None:
+    static = Path(app.outdir).parent / "vega_static"
+    static.mkdir(parents=True, exist_ok=True)
+    bundle = vlc.javascript_bundle(vl_version=alt.VEGALITE_VERSION.rsplit(".", 1)[0])
+    record = (
+        "window.VEGA_DEBUG = Object.assign(window.VEGA_DEBUG || {}, {"
+        f'vega_version: "{alt.VEGA_VERSION}", '
+        f'vegalite_version: "{alt.VEGALITE_VERSION}", '
+        f'vegaembed_version: "{alt.VEGAEMBED_VERSION}"}});\n'
+    )
+    (static / VEGA_SCRIPT).write_text("(function () {\n" + bundle + "\n})();\n" + record, encoding="utf-8")
+    app.config.html_static_path.append(str(static))
+    app.add_js_file(VEGA_SCRIPT, priority=100)
+
+
+def _add_mathjax(app: Sphinx) -> None:
+    vendor = Path(app.srcdir) / ".vendor"
+    if not (vendor / MATHJAX_ENTRY).is_file():
+        raise ExtensionError(
+            f"MathJax is not vendored ({vendor / MATHJAX_ENTRY} is missing). Run `make vendor` "
+            "(it unpacks MathJax 3 from the npm registry), or build with `make book`."
+        )
+    app.config.html_static_path.append(str(vendor))
+    app.config.mathjax_path = MATHJAX_ENTRY
+
+
+def _on_builder_inited(app: Sphinx) -> None:
+    if app.builder.format != "html":
+        return
+    _add_vega(app)
+    _add_mathjax(app)
+
+
+def setup(app: Sphinx) -> dict[str, object]:
+    app.connect("builder-inited", _on_builder_inited)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
