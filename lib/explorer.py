@@ -1,0 +1,139 @@
+"""Interactive explorers of the shared-weight dynamics (chapter 1).
+
+Two front ends share one computation, :func:`explore_run`:
+
+* :func:`widget_explorer`: ipywidgets sliders that re-run the simulator live (needs a kernel:
+  JupyterLab);
+* :func:`static_explorer`: an Altair chart over a precomputed grid whose sliders are bound to Vega
+  parameters, so the exploration also works on the static site without a kernel.
+
+What is explored [ours]: a toy ``F`` (d = 32) with ``|λ₁| = 1``, the modulus ``gap`` of the next
+eigenvalue, and the angle ``θ`` of the principal eigenvalue (0°: real positive, 180°: real negative,
+in between: a complex pair ``e^{±iθ}``); ``heads`` attention heads with sharpness ``β`` (0 = uniform);
+the simplified layer with L2 normalization and no residual.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from lib import dynamics, power, spectra, toys
+from lib.plotting import titled
+
+__all__ = ["GRID", "explore_run", "explorer_chart", "static_explorer", "widget_explorer"]
+
+D, N_TOKENS, STEPS, SEED = 32, 12, 30, 0
+GRID: dict[str, list[float]] = {
+    "gap": [0.1, 0.3, 0.5, 0.7, 0.9],
+    "theta": [0, 45, 90, 135, 180],
+    "heads": [1, 2, 4, 8],
+    "beta": [0, 1, 2, 3, 4],
+}
+"""Slider values of the static explorer (θ in degrees)."""
+
+
+def _matrix(gap: float, theta_deg: float, seed: int) -> np.ndarray:
+    if theta_deg <= 0:
+        return toys.toy_matrix("real", D, gap=gap, seed=seed)
+    if theta_deg >= 180:
+        return toys.toy_matrix("negative", D, gap=gap, seed=seed)
+    return toys.toy_matrix("complex", D, gap=gap, theta=math.radians(theta_deg), seed=seed)
+
+
+def explore_run(gap: float, theta_deg: float, heads: int, beta: float, *, steps: int = STEPS, seed: int = SEED) -> pd.DataFrame:
+    """One simulation of the explorer's toy: a DataFrame with one row per step.
+
+    Columns: ``t``; ``err``, the mean distance ``sin∠`` of the tokens to the dominant subspace (``v₁``, or
+    the rotation plane of a complex pair); ``pred``, the prediction ``err₀ · gap^t``; ``cos``, the signed
+    cosine of token 0 with the first basis vector ``b₁`` of that subspace (it flips sign for a negative
+    ``λ₁`` and oscillates for a complex pair).
+    """
+    F = _matrix(gap, theta_deg, seed)
+    P = spectra.principal(F)
+    w = toys.weights_from_matrix(F, int(heads), seed=seed)
+    X = dynamics.simulate(w, toys.random_tokens(N_TOKENS, D, seed=seed), steps, beta=beta).numpy()
+    err = power.distance_to_subspace(X, P.basis).mean(axis=1)
+    t = np.arange(steps + 1)
+    return pd.DataFrame({
+        "t": t,
+        "err": np.maximum(err, 1e-16),
+        "pred": np.maximum(err[0] * P.gap_ratio**t, 1e-16),
+        "cos": power.signed_alignment(X[:, 0], P.basis[:, 0]),
+    })
+
+
+def explorer_chart(df: pd.DataFrame, *, model: str, title: str, width: int = 300, height: int = 220) -> alt.TopLevelMixin:
+    """Two panels from :func:`explore_run` rows (possibly filtered by Vega parameters)."""
+    base = alt.Chart(df).properties(width=width, height=height)
+    err = base.transform_fold(["err", "pred"], as_=["curve", "value"]).mark_line().encode(
+        x=alt.X("t:Q", title="step t"),
+        y=alt.Y("value:Q", scale=alt.Scale(type="log", domain=[1e-16, 1.5]), title="distance to dominant subspace"),
+        strokeDash=alt.StrokeDash("curve:N", title=None, scale=alt.Scale(domain=["err", "pred"]),
+                                  legend=alt.Legend(labelExpr="datum.label == 'err' ? 'measured (mean over tokens)' : 'predicted gap^t'")),
+    )
+    cos = base.mark_line(point=True, color="#d62728").encode(
+        x=alt.X("t:Q", title="step t"),
+        y=alt.Y("cos:Q", title="signed cos(token 0, b₁)", scale=alt.Scale(domain=[-1, 1])),
+    )
+    return titled(alt.hconcat(err, cos), title, model)
+
+
+def static_explorer(model: str | None = None) -> alt.TopLevelMixin:
+    """The kernel-free explorer: every grid point of :data:`GRID` precomputed, sliders bound to Vega params."""
+    frames = []
+    for gap, theta, heads, beta in itertools.product(*GRID.values()):
+        frames.append(explore_run(gap, theta, heads, beta).assign(g=gap, th=theta, h=heads, b=beta))
+    data = pd.concat(frames, ignore_index=True)
+    for col in ("err", "pred", "cos"):
+        data[col] = data[col].astype(float).map(lambda v: float(f"{v:.4g}"))  # smaller page
+    params = [
+        alt.param(name="gap", value=0.5, bind=alt.binding_range(min=0.1, max=0.9, step=0.2, name="gap |λ_next|/|λ₁| ")),
+        alt.param(name="theta", value=45, bind=alt.binding_range(min=0, max=180, step=45, name="angle θ of λ₁ (degrees) ")),
+        alt.param(name="heads", value=4, bind=alt.binding_radio(options=GRID["heads"], name="heads ")),
+        alt.param(name="beta", value=1, bind=alt.binding_range(min=0, max=4, step=1, name="attention sharpness β ")),
+    ]
+    flt = "abs(datum.g - gap) < 1e-6 && datum.th == theta && datum.h == heads && datum.b == beta"
+    base = alt.Chart(data).transform_filter(flt).properties(width=300, height=220)
+    err = base.transform_fold(["err", "pred"], as_=["curve", "value"]).mark_line().encode(
+        x=alt.X("t:Q", title="step t"),
+        y=alt.Y("value:Q", scale=alt.Scale(type="log", domain=[1e-16, 1.5]), title="distance to dominant subspace"),
+        strokeDash=alt.StrokeDash("curve:N", title=None, scale=alt.Scale(domain=["err", "pred"])),
+    ).add_params(*params)
+    cos = base.mark_line(point=True, color="#d62728").encode(
+        x=alt.X("t:Q", title="step t"),
+        y=alt.Y("cos:Q", title="signed cos(token 0, b₁)", scale=alt.Scale(domain=[-1, 1])),
+    )
+    label = model or f"toy matrix, d={D}, seed {SEED}, {N_TOKENS} tokens, softmax attention, L2 norm"
+    return titled(alt.hconcat(err, cos), "Explorer: gap, angle of λ₁, heads, sharpness (err = measured, pred = gap^t)", label)
+
+
+def widget_explorer():  # pragma: no cover - needs a live kernel to be useful
+    """ipywidgets version of the explorer (JupyterLab): continuous sliders, re-plotted on every change."""
+    import ipywidgets as W
+    from IPython.display import display
+
+    sliders = dict(
+        gap=W.FloatSlider(value=0.5, min=0.0, max=0.99, step=0.01, description="gap"),
+        theta_deg=W.IntSlider(value=45, min=0, max=180, step=5, description="θ (deg)"),
+        heads=W.Dropdown(options=[1, 2, 4, 8, 16, 32], value=4, description="heads"),
+        beta=W.FloatSlider(value=1.0, min=0.0, max=8.0, step=0.25, description="sharpness β"),
+    )
+    out = W.Output()
+
+    def redraw(_=None):
+        df = explore_run(**{k: s.value for k, s in sliders.items()})
+        with out:
+            out.clear_output(wait=True)
+            display(explorer_chart(df, model=f"toy matrix, d={D}, seed {SEED}", title="Live explorer"))
+
+    for s in sliders.values():
+        s.observe(redraw, names="value")
+    redraw()
+    box = W.VBox([W.HBox(list(sliders.values())[:2]), W.HBox(list(sliders.values())[2:]), out])
+    display(box)
+    return box
