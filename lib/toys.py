@@ -31,6 +31,7 @@ __all__ = [
     "spectrum_for",
     "toy_matrix",
     "weights_from_matrix",
+    "with_direction",
 ]
 
 Kind = Literal["real", "negative", "complex", "tie", "opposite", "near_tie", "jordan"]
@@ -242,3 +243,20 @@ def bipartite_scores(weights: AttentionWeights, v: np.ndarray, radius: float | N
     q = (weights.Q.double() @ v).reshape(H, dh)
     k = (weights.K.double() @ v).reshape(H, dh)
     return (r**2 * weights.score_scale * (q * k).sum(-1)).numpy()
+
+
+def with_direction(F: np.ndarray, v: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Conjugate ``F`` by the Householder reflection ``R`` that maps unit ``v`` to unit ``u``: ``R F R``.
+
+    The spectrum is unchanged and every eigenvector ``x`` becomes ``R x``, so an eigenvector ``v`` of
+    ``F`` becomes ``u``. Used to point ``v_1`` along a chosen direction (e.g. near the all-ones vector,
+    which LayerNorm's centring removes).
+    """
+    v = np.asarray(v, dtype=np.float64) / np.linalg.norm(v)
+    u = np.asarray(u, dtype=np.float64) / np.linalg.norm(u)
+    w = v - u
+    if np.linalg.norm(w) < 1e-15:
+        return np.array(F, dtype=np.float64)
+    w /= np.linalg.norm(w)
+    R = np.eye(v.size) - 2.0 * np.outer(w, w)
+    return R @ np.asarray(F, dtype=np.float64) @ R

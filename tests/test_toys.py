@@ -73,3 +73,11 @@ def test_random_tokens_halfspace():
     w = np.random.default_rng(9).standard_normal(10)
     X = toys.random_tokens(50, 10, seed=1, halfspace=w, batch=(2,))
     assert X.shape == (2, 50, 10) and np.all(X @ w > 0)
+
+
+def test_with_direction_moves_the_eigenvector():
+    F = toys.toy_matrix("real", 12, seed=1)
+    u = np.ones(12) / math.sqrt(12)
+    G = toys.with_direction(F, spectra.principal(F).vector, u)
+    np.testing.assert_allclose(spectra.eigvals(G), spectra.eigvals(F), atol=1e-10)
+    assert spectra.alignment(spectra.principal(G).vector, u) > 1 - 1e-12
