@@ -30,8 +30,9 @@ real layer's ``model.layer(t).attention``); any object with an ``.attention`` at
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import torch
@@ -70,6 +71,25 @@ def _t64(x: Any) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
         return x.to(dtype=torch.float64, device="cpu")
     return torch.as_tensor(x, dtype=torch.float64)
+
+
+SMALL_WORK = 4_000_000
+"""Below this many multiply-adds per layer, run on one thread (thread start-up dominates tiny matmuls,
+and on a busy 2-core machine two spinning threads made toy runs 30× slower)."""
+
+
+@contextlib.contextmanager
+def _threads_for(X: torch.Tensor, w: AttentionWeights) -> Iterator[None]:
+    n, d = X.shape[-2], X.shape[-1]
+    hd = w.n_heads * w.head_dim
+    work = (X.numel() // max(n * d, 1)) * (2 * n * n * hd + 4 * n * d * hd)
+    before = torch.get_num_threads()
+    if work < SMALL_WORK and before > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def visibility_mask(n: int, *, causal: bool = False, window: int | None = None) -> torch.Tensor:
@@ -154,7 +174,7 @@ def attention_matrices(
     return torch.softmax(s, dim=-1)
 
 
-def layer_step(
+def _layer_step(
     weights: Any,
     X: Any,
     *,
@@ -166,10 +186,6 @@ def layer_step(
     causal: bool | None = None,
     keep_vo_bias: bool = False,
 ) -> torch.Tensor:
-    """One layer of the simplified dynamics: ``X (..., n, d) → X' (..., n, d)``, float64.
-
-    See the module docstring for the map and :func:`simulate` for the arguments.
-    """
     w = _as_weights(weights)
     X = _t64(X)
     if X.shape[-1] != w.d_model:
@@ -193,6 +209,18 @@ def layer_step(
     if residual:
         Y = X + Y
     return normalize(Y, norm, radius)
+
+
+def layer_step(weights: Any, X: Any, **kw: Any) -> torch.Tensor:
+    """One layer of the simplified dynamics: ``X (..., n, d) → X' (..., n, d)``, float64.
+
+    Keyword arguments as in :func:`simulate` (``norm``, ``radius``, ``residual``, ``attention``,
+    ``beta``, ``causal``, ``keep_vo_bias``); see the module docstring for the map.
+    """
+    w = _as_weights(weights)
+    X = _t64(X)
+    with _threads_for(X, w):
+        return _layer_step(w, X, **kw)
 
 
 def simulate(
@@ -255,7 +283,8 @@ def simulate(
     out[0] = X
     kw = dict(norm=norm, radius=radius, residual=residual, attention=attention, beta=beta, causal=causal,
               keep_vo_bias=keep_vo_bias)
-    for t in range(steps):
-        X = layer_step(layers[t], X, **kw)
-        out[t + 1] = X
+    with _threads_for(X, layers[0]) if layers else contextlib.nullcontext():
+        for t in range(steps):
+            X = _layer_step(layers[t], X, **kw)
+            out[t + 1] = X
     return out

@@ -99,11 +99,11 @@ def steps_needed(ratio: float, tol: float = 1e-6) -> int:
 def fitted_ratio(errors: Any, start: int = 0, floor: float = 1e-13) -> float:
     """Per-step contraction fitted to an error curve: ``exp`` of the least-squares slope of ``log e_t``.
 
-    Points at or below ``floor`` (rounding level) and before ``start`` are ignored.
+    Points at or below ``floor`` (rounding level), before ``start``, or NaN are ignored.
     """
     e = np.asarray(errors, dtype=np.float64)
     t = np.arange(e.size)
-    keep = (t >= start) & (e > floor)
+    keep = (t >= start) & (e > floor) & np.isfinite(e)
     if keep.sum() < 2:
         raise ValueError("need at least two error values above the floor to fit a rate")
     slope = np.polyfit(t[keep], np.log(e[keep]), 1)[0]
