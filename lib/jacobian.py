@@ -1,0 +1,309 @@
+"""Block Jacobians of the residual stream (residual-jacobian §3), batched with ``torch.func``.
+
+Protocols:
+
+* **single-token** (the paper's, [secondary] detail): ``J_l = ∂f_l(x)/∂x`` at the last token's
+  residual ``x = h_l[T]``, with block ``l`` run on a length-1 sequence (no cache, position 0);
+* **in-context** [ours]: the diagonal block ``∂h_{l+1}[T]/∂h_l[T]`` of the real sequence, the other
+  positions held fixed;
+* **sub-blocks** [ours]: the attention sub-block ``x ↦ u`` and the MLP sub-block ``u ↦ f`` separately,
+  with ``J_l = J_mlp(u) J_attn(x)`` (the chain rule; tested).
+
+Every Jacobian is column convention, ``J[i, j] = ∂f_i/∂x_j``, and comes back as float64. The forward
+passes run in the model's own dtype on the model's own device (CPU or CUDA, same code); means are
+accumulated in float64 on that device.
+
+Batching: for a batch of prompts ``X`` (P, d), the single-token blocks act on each row separately,
+so ``∂(Σ_p f(x_p))_i / ∂x_{p,j} = J_p[i, j]``. Reverse mode (``jacrev``) therefore gets all P
+Jacobians from d vectorised backward passes over the batch; forward mode (``jvp`` under ``vmap``)
+from d vectorised forward passes with the same tangent ``e_j`` for every prompt. Both are chunked
+over prompts and over tangent directions to bound memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+__all__ = [
+    "JacobianSet",
+    "batched_jacobians",
+    "block_fn",
+    "in_context_jacobian",
+    "last_token_index",
+    "layer_jacobian",
+    "layer_jacobians",
+    "residual_inputs",
+    "sub_block_fns",
+    "sweep",
+]
+
+Fn = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _param(model) -> torch.Tensor:
+    return next(model.hf_model.parameters())
+
+
+def _first(out):
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def block_fn(model, t: int) -> Fn:
+    """The whole block ``t`` on single tokens: rows ``(B, d) -> (B, d)`` (length-1 sequences)."""
+    layer = model.layer(t)
+
+    def f(X: torch.Tensor) -> torch.Tensor:
+        return layer(X[:, None, :])[:, 0, :]
+
+    return f
+
+
+def _rope0(model, h: torch.Tensor):
+    pos = torch.zeros(h.shape[0], 1, dtype=torch.long, device=h.device)
+    return model.base.rotary_emb(h, pos)
+
+
+def sub_block_fns(model, t: int) -> tuple[Fn, Fn]:
+    """``(attn, mlp)``: the two residual sub-blocks of block ``t`` on single tokens, ``(B, d) -> (B, d)``.
+
+    ``attn`` maps the block input ``x`` to the mid-block residual ``u`` (for post-LN families ``u``
+    is after the first LayerNorm); ``mlp`` maps ``u`` to the block output, so that
+    ``block(x) = mlp(attn(x))``. Each includes its own skip connection and norms.
+    """
+    fam = model.family
+    blk = model.blocks[t]
+
+    def seq(h):
+        return h[:, None, :].to(_param(model).dtype)
+
+    if fam in ("bert", "albert"):
+        def attn(X):
+            return _first(blk.attention(seq(X), None))[:, 0, :]
+
+        if fam == "bert":
+            def mlp(U):
+                return blk.feed_forward_chunk(seq(U))[:, 0, :]
+        else:
+            def mlp(U):
+                u = seq(U)
+                return blk.full_layer_layer_norm(blk.ff_chunk(u) + u)[:, 0, :]
+    elif fam in ("gpt2", "gpt_neo"):
+        def attn(X):
+            h = seq(X)
+            return (h + _first(blk.attn(blk.ln_1(h), attention_mask=None)))[:, 0, :]
+
+        def mlp(U):
+            u = seq(U)
+            return (u + blk.mlp(blk.ln_2(u)))[:, 0, :]
+    elif fam in ("llama", "olmo2", "gemma2"):
+        a = blk.self_attn
+
+        def attn(X):
+            h = seq(X)
+            if fam == "llama":
+                return (h + _first(a(blk.input_layernorm(h), _rope0(model, h), None)))[:, 0, :]
+            if fam == "olmo2":
+                return (h + blk.post_attention_layernorm(_first(a(h, _rope0(model, h), None))))[:, 0, :]
+            z = _first(a(blk.input_layernorm(h), _rope0(model, h), None))
+            return (h + blk.post_attention_layernorm(z))[:, 0, :]
+
+        def mlp(U):
+            u = seq(U)
+            if fam == "llama":
+                return (u + blk.mlp(blk.post_attention_layernorm(u)))[:, 0, :]
+            if fam == "olmo2":
+                return (u + blk.post_feedforward_layernorm(blk.mlp(u)))[:, 0, :]
+            return (u + blk.post_feedforward_layernorm(blk.mlp(blk.pre_feedforward_layernorm(u))))[:, 0, :]
+    else:  # pragma: no cover - every supported family is handled above
+        raise NotImplementedError(f"sub-blocks of family {fam!r}")
+    return attn, mlp
+
+
+def batched_jacobians(
+    f: Fn, X: torch.Tensor, *, mode: str = "rev", chunk_size: int | None = None
+) -> torch.Tensor:
+    """Jacobians ``(P, d_out, d_in)`` of a row-wise map ``f: (P, d) -> (P, d_out)`` at every row of ``X``.
+
+    ``f`` must act on each row independently (true for single-token blocks). ``mode="rev"``: d
+    vmapped backward passes of the whole batch; ``"fwd"``: d vmapped forward-mode passes.
+    ``chunk_size`` bounds how many tangent directions run at once (``None``: all).
+    """
+    with torch.no_grad():  # the transforms still differentiate; no graph to the parameters
+        return _batched_jacobians(f, X, mode, chunk_size)
+
+
+def _batched_jacobians(f: Fn, X: torch.Tensor, mode: str, chunk_size: int | None) -> torch.Tensor:
+    if mode == "rev":
+        def g(Z):
+            return f(Z).sum(0)
+
+        J = torch.func.jacrev(g, chunk_size=chunk_size)(X)  # (d_out, P, d_in)
+        return J.permute(1, 0, 2)
+    if mode == "fwd":
+        d = X.shape[-1]
+        eye = torch.eye(d, dtype=X.dtype, device=X.device)
+
+        def col(e):
+            return torch.func.jvp(f, (X,), (e.expand_as(X),))[1]  # (P, d_out) = J_p e
+
+        J = torch.vmap(col, chunk_size=chunk_size)(eye)  # (d_in, P, d_out)
+        return J.permute(1, 2, 0)
+    raise ValueError(f"mode must be 'rev' or 'fwd', got {mode!r}")
+
+
+def _auto_chunks(model, P: int, d: int, budget_mb: float) -> tuple[int, int | None]:
+    """Prompts per batch and tangent chunk so that the widest activation stays under ``budget_mb``."""
+    cfg = model.config
+    width = max(d, int(getattr(cfg, "intermediate_size", 0) or getattr(cfg, "n_inner", 0) or 4 * d))
+    bytes_per = torch.finfo(_param(model).dtype).bits // 8
+    per_prompt = 6 * d * width * bytes_per / 2**20  # d tangents × a few live (width)-sized activations
+    prompts = max(1, min(P, int(budget_mb // max(per_prompt, 1e-9))))
+    tangent = None
+    if per_prompt > budget_mb:  # even one prompt with all d tangents is too wide: chunk the tangents
+        tangent = max(1, int(d * budget_mb / per_prompt))
+    return prompts, tangent
+
+
+def layer_jacobians(
+    model, t: int, X, *, part: str = "block", mode: str = "rev", budget_mb: float = 512.0
+) -> torch.Tensor:
+    """Single-token Jacobians of block ``t`` at every row of ``X`` (P, d): float64 ``(P, d, d)``.
+
+    Args:
+        part: ``"block"`` (the whole block), ``"attn"`` or ``"mlp"`` (the sub-blocks; the MLP one is
+            evaluated at the mid-block residual ``u = attn(x)``).
+        mode: ``"rev"`` or ``"fwd"`` autodiff (same result).
+        budget_mb: rough bound on the activation memory of one vectorised call.
+
+    The result lives on the model's device.
+    """
+    p = _param(model)
+    X = torch.as_tensor(X).to(device=p.device, dtype=p.dtype)
+    if X.dim() != 2 or X.shape[1] != model.d_model:
+        raise ValueError(f"X must have shape (P, {model.d_model}), got {tuple(X.shape)}")
+    if part == "block":
+        f = block_fn(model, t)
+    else:
+        attn, mlp = sub_block_fns(model, t)
+        if part == "attn":
+            f = attn
+        elif part == "mlp":
+            f = mlp
+            with torch.no_grad():
+                X = attn(X)
+        else:
+            raise ValueError(f"part must be 'block', 'attn' or 'mlp', got {part!r}")
+    P, d = X.shape
+    per_batch, tangent = _auto_chunks(model, P, d, budget_mb)
+    out = torch.empty(P, d, d, dtype=torch.float64, device=p.device)
+    for s in range(0, P, per_batch):
+        out[s : s + per_batch] = batched_jacobians(f, X[s : s + per_batch], mode=mode, chunk_size=tangent).double()
+    return out
+
+
+def layer_jacobian(model, t: int, x) -> torch.Tensor:
+    """The ``(d, d)`` float64 Jacobian of block ``t`` (norms and skips included) at one residual ``x`` (d,)."""
+    x = torch.as_tensor(x)
+    if x.dim() != 1:
+        raise ValueError(f"x must be one residual vector of shape ({model.d_model},), got {tuple(x.shape)}")
+    return layer_jacobians(model, t, x[None])[0]
+
+
+def in_context_jacobian(model, t: int, H, T: int | None = None) -> torch.Tensor:
+    """In-context diagonal block ``∂h_{t+1}[T] / ∂h_t[T]`` (other positions fixed): float64 ``(d, d)``.
+
+    Args:
+        H: the input of block ``t`` for one sequence, ``(n, d)``.
+        T: the position (default: the last).
+    """
+    p = _param(model)
+    H = torch.as_tensor(H).to(device=p.device, dtype=p.dtype)
+    n = H.shape[0]
+    T = n - 1 if T is None else T % n
+    layer = model.layer(t)
+
+    def f(x):
+        Hx = torch.cat([H[:T], x[None], H[T + 1 :]], dim=0)
+        return layer(Hx[None])[0, T]
+
+    with torch.no_grad():
+        return torch.func.jacrev(f)(H[T]).double()
+
+
+def last_token_index(model, text: str) -> int:
+    """The last non-special position of ``text`` (conventions: "last token")."""
+    special = model.encode(text)["special"]
+    idx = torch.nonzero(~special).flatten()
+    if idx.numel() == 0:
+        raise ValueError(f"{text!r} has no non-special token")
+    return int(idx[-1])
+
+
+def residual_inputs(model, texts: Sequence[str], *, progress: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Run the model once per text and collect the residual stream.
+
+    Returns:
+        ``(X, states)``: ``X`` is float64 ``(L + 1, P, d)``, the last token's residual entering
+        every block (entry ``L`` is the output of the last block); ``states`` is the list of
+        per-text ``(L + 1, n, d)`` streams (for the all-token statistics of the topology section).
+    """
+    states = model.hidden_states(list(texts), progress=progress)
+    last = [last_token_index(model, s) for s in texts]
+    X = torch.stack([h[:, T] for h, T in zip(states, last)], dim=1)
+    return X, states
+
+
+@dataclass
+class JacobianSet:
+    """Block Jacobians of one model over one prompt set (float64 NumPy, on the CPU).
+
+    Attributes:
+        mean: ``J̄_l``, shape ``(L, d, d)``.
+        per_prompt: ``J_l`` per prompt ``(L, P, d, d)`` in float32 (``None`` unless kept).
+        parts: optional means of the sub-block Jacobians, ``{"attn": (L, d, d), "mlp": (L, d, d)}``.
+        label: the model's label; n_prompts: P.
+    """
+
+    mean: np.ndarray
+    label: str
+    n_prompts: int
+    per_prompt: np.ndarray | None = None
+    parts: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def sweep(
+    model,
+    X: torch.Tensor,
+    *,
+    layers: Sequence[int] | None = None,
+    keep_per_prompt: bool = False,
+    parts: bool = False,
+    progress: bool = True,
+    mode: str = "rev",
+) -> JacobianSet:
+    """Single-token Jacobians of every block at the prompts' last-token residuals.
+
+    Args:
+        X: ``(L + 1, P, d)`` (or ``(L, P, d)``) residuals from :func:`residual_inputs`.
+        keep_per_prompt: also return every prompt's ``J_l`` (float32, ``L·P·d²`` numbers).
+        parts: also average the attention and MLP sub-block Jacobians.
+    """
+    layers = list(range(model.n_layers)) if layers is None else list(layers)
+    P, d = X.shape[1], X.shape[2]
+    mean = np.zeros((len(layers), d, d))
+    per = np.zeros((len(layers), P, d, d), dtype=np.float32) if keep_per_prompt else None
+    part_means = {k: np.zeros((len(layers), d, d)) for k in ("attn", "mlp")} if parts else {}
+    for i, t in enumerate(tqdm(layers, desc=f"Jacobians ({model.label})", disable=not progress)):
+        J = layer_jacobians(model, t, X[t], mode=mode)
+        mean[i] = J.mean(0).cpu().numpy()
+        if per is not None:
+            per[i] = J.to(torch.float32).cpu().numpy()
+        for k in part_means:
+            part_means[k][i] = layer_jacobians(model, t, X[t], part=k, mode=mode).mean(0).cpu().numpy()
+        del J
+    return JacobianSet(mean=mean, label=model.label, n_prompts=P, per_prompt=per, parts=part_means)

@@ -1,0 +1,186 @@
+"""Block Jacobians of lib.jacobian: autodiff against references on every family (checks J1, J2, J8, J10)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import lib
+from lib import jacobian as jac
+from lib.spectra import eigvals
+
+FAMILIES = ("bert", "albert", "gpt2", "gpt_neo", "llama", "olmo2", "gemma2")
+RMS = ("llama", "olmo2", "gemma2")  # Hugging Face's RMSNorm computes in float32 even in a float64 model
+
+
+def _tol(family):
+    """fp64 identities hold to 1e-10 with LayerNorm; RMSNorm families are limited by its float32 step."""
+    return 1e-6 if family in RMS else 1e-10
+
+
+def _inputs(model, P=3, seed=0):
+    """Realistic residual vectors: the last-token inputs of block 1 for random token ids."""
+    g = torch.Generator().manual_seed(seed)
+    xs = []
+    for _ in range(P):
+        ids = torch.randint(0, model.config.vocab_size, (7,), generator=g)
+        xs.append(model.hidden_states_ids(ids)[1, -1])
+    return torch.stack(xs)
+
+
+@pytest.fixture(scope="module")
+def tiny64(tiny_dir):
+    cache = {}
+
+    def get(family):
+        if family not in cache:
+            cache[family] = lib.load_model(str(tiny_dir(family)), dtype=torch.float64)
+        return cache[family]
+
+    return get
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_against_finite_differences_J1(tiny64, family):
+    model = tiny64(family)
+    x = _inputs(model, P=1)[0]
+    t = 1
+    J = jac.layer_jacobian(model, t, x).cpu().numpy()
+    f = jac.block_fn(model, t)
+    # Hugging Face's RMSNorm computes in float32 even in a float64 model, so those families get the
+    # fp32 step and tolerance of J1; the LayerNorm families are fp64 throughout.
+    rms = family in ("llama", "olmo2", "gemma2")
+    eps = (1e-3 if rms else 1e-6) * float(x.norm())
+    with torch.no_grad():
+        fd = np.stack(
+            [((f((x + eps * e)[None]) - f((x - eps * e)[None]))[0] / (2 * eps)).numpy() for e in torch.eye(len(x), dtype=x.dtype)],
+            axis=1,
+        )
+    assert np.linalg.norm(J - fd) / np.linalg.norm(J) < (1e-3 if rms else 1e-6)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_batched_matches_autograd_loop_and_modes(tiny_dir, family):
+    model = lib.load_model(str(tiny_dir(family)))  # fp32, as the chapter runs it
+    X = _inputs(model, P=4)
+    f = jac.block_fn(model, 1)
+    rev = jac.layer_jacobians(model, 1, X)
+    fwd = jac.layer_jacobians(model, 1, X, mode="fwd")
+    tiny_budget = jac.layer_jacobians(model, 1, X, budget_mb=1e-4)  # forces prompt and tangent chunking
+    for p in range(len(X)):
+        ref = torch.autograd.functional.jacobian(lambda v: f(v[None])[0], X[p].float()).detach().double()
+        scale = ref.norm()
+        assert (rev[p] - ref).norm() / scale < 1e-5
+        assert (fwd[p] - ref).norm() / scale < 1e-5
+        assert (tiny_budget[p] - ref).norm() / scale < 1e-5
+    assert rev.dtype == torch.float64 and rev.shape == (4, model.d_model, model.d_model)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_sub_blocks_compose_to_block(tiny64, family):
+    model = tiny64(family)
+    X = _inputs(model, P=2)
+    attn, mlp = jac.sub_block_fns(model, 1)
+    with torch.no_grad():
+        np.testing.assert_allclose(mlp(attn(X)).numpy(), jac.block_fn(model, 1)(X).numpy(), rtol=1e-10, atol=1e-10)  # same ops
+    JA = jac.layer_jacobians(model, 1, X, part="attn")
+    JM = jac.layer_jacobians(model, 1, X, part="mlp")
+    J = jac.layer_jacobians(model, 1, X)
+    assert torch.linalg.norm(JM @ JA - J) / torch.linalg.norm(J) < _tol(family)
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2", "bert"])
+def test_single_token_attention_is_ov_path_J2(tiny64, family):
+    """One token attends only to itself: the attention sub-block is ``x + O(V n(x) + b_V) + b_O``."""
+    model = tiny64(family)
+    x = _inputs(model, P=1)
+    layer = model.layer(1)
+    F = layer.attention.layer_matrix()
+    blk = model.blocks[1]
+    JA = jac.layer_jacobians(model, 1, x, part="attn")[0]
+    torch.set_grad_enabled(False)
+    if family == "bert":  # post-LN: u = LN(z), z = x + F x + const
+        ln = blk.attention.output.LayerNorm
+        z = x[0] + x[0] @ F.T + _const(layer)
+        Jln = torch.func.jacrev(ln)(z)
+        ref = Jln @ (torch.eye(len(F), dtype=F.dtype) + F)
+    else:
+        norm = blk.input_layernorm if family == "llama" else blk.ln_1
+        ref = torch.eye(len(F), dtype=F.dtype) + F @ torch.func.jacrev(norm)(x[0])
+    torch.set_grad_enabled(True)
+    assert torch.linalg.norm(JA - ref) / torch.linalg.norm(ref) < _tol(family)
+
+
+def _const(layer):
+    a = layer.attention
+    c = torch.zeros(a.O.shape[0], dtype=torch.float64)
+    if a.b_V is not None:
+        c = c + a.O @ a.b_V
+    if a.b_O is not None:
+        c = c + a.b_O
+    return c
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma2", "gpt_neo"])
+def test_in_context_length_one_equals_single_token(tiny64, family):
+    model = tiny64(family)
+    x = _inputs(model, P=1)
+    np.testing.assert_allclose(
+        jac.in_context_jacobian(model, 1, x).numpy(), jac.layer_jacobian(model, 1, x[0]).numpy(), rtol=0, atol=_tol(family)
+    )
+
+
+def test_in_context_against_finite_differences(tiny64):
+    model = tiny64("gpt2")  # fp64 throughout (GPT-Neo upcasts q·k to float32, RMSNorm families their norms)
+    H = model.hidden_states_ids(torch.arange(6) + 3)[1]
+    J = jac.in_context_jacobian(model, 1, H, T=4).numpy()
+    layer = model.layer(1)
+    eps = 1e-6
+    cols = []
+    for e in torch.eye(H.shape[1], dtype=H.dtype):
+        Hp, Hm = H.clone(), H.clone()
+        Hp[4] += eps * e
+        Hm[4] -= eps * e
+        with torch.no_grad():
+            cols.append(((layer(Hp) - layer(Hm))[4] / (2 * eps)).numpy())
+    fd = np.stack(cols, axis=1)
+    assert np.linalg.norm(J - fd) / np.linalg.norm(J) < 1e-6
+
+
+def test_linearization_slope_J10(tiny64):
+    model = tiny64("gpt2")  # fp64 throughout, so roundoff stays far below the linearization error
+    x = _inputs(model, P=1)[0]
+    J = jac.layer_jacobian(model, 1, x)
+    f = jac.block_fn(model, 1)
+    v = torch.randn(len(x), generator=torch.Generator().manual_seed(0), dtype=x.dtype)
+    v = v / v.norm()
+    eps = np.array([1e-4, 1e-3, 1e-2]) * float(x.norm())
+    errs = []
+    for e in eps:
+        with torch.no_grad():
+            d = f((x + e * v)[None])[0] - f(x[None])[0] - e * (J @ v)
+        errs.append(float(d.norm() / (e * (J @ v).norm())))
+    slope = np.polyfit(np.log(eps), np.log(errs), 1)[0]
+    assert 0.8 < slope < 1.2
+
+
+def test_minilm_post_ln_zero_eigenvalues_J8(minilm):
+    X, _ = jac.residual_inputs(minilm, ["the dog runs near the river .", "a girl reads one old book ."])
+    for t in (0, 3, 5):
+        J = jac.layer_jacobians(minilm, t, X[t]).cpu().numpy()
+        for Jp in J:
+            lam = np.abs(eigvals(Jp))
+            assert np.sum(lam < 1e-4 * lam.max()) >= 2
+        lam = np.abs(eigvals(J.mean(0)))
+        assert np.sum(lam < 1e-4 * lam.max()) >= 1
+
+
+def test_sweep_shapes(tiny_dir):
+    model = lib.load_model(str(tiny_dir("llama")))
+    X = torch.stack([model.hidden_states_ids(torch.arange(5) + i)[:, -1] for i in range(3)], dim=1)
+    res = jac.sweep(model, X, keep_per_prompt=True, parts=True, progress=False)
+    L, d = model.n_layers, model.d_model
+    assert res.mean.shape == (L, d, d) and res.per_prompt.shape == (L, 3, d, d)
+    np.testing.assert_allclose(res.mean, res.per_prompt.astype(np.float64).mean(1), rtol=1e-5, atol=1e-6)
+    assert set(res.parts) == {"attn", "mlp"}
