@@ -67,15 +67,28 @@ def explore_run(gap: float, theta_deg: float, heads: int, beta: float, *, steps:
     })
 
 
-def explorer_chart(df: pd.DataFrame, *, model: str, title: str, width: int = 300, height: int = 220) -> alt.TopLevelMixin:
-    """Two panels from :func:`explore_run` rows (possibly filtered by Vega parameters)."""
+def explorer_chart(
+    df: pd.DataFrame, *, model: str, title: str, params: tuple = (), where: str | None = None,
+    width: int = 300, height: int = 220,
+) -> alt.TopLevelMixin:
+    """Two panels from :func:`explore_run` rows: the distance to the dominant subspace (log, measured
+    and predicted) and the signed cosine of token 0 with ``b₁``.
+
+    Args:
+        params: Vega parameters (slider bindings) to attach; ``where``: a Vega filter expression that
+            selects the rows of one run from a precomputed grid.
+    """
     base = alt.Chart(df).properties(width=width, height=height)
+    if where:
+        base = base.transform_filter(where)
     err = base.transform_fold(["err", "pred"], as_=["curve", "value"]).mark_line().encode(
         x=alt.X("t:Q", title="step t"),
-        y=alt.Y("value:Q", scale=alt.Scale(type="log", domain=[1e-16, 1.5]), title="distance to dominant subspace"),
-        strokeDash=alt.StrokeDash("curve:N", title=None, scale=alt.Scale(domain=["err", "pred"]),
-                                  legend=alt.Legend(labelExpr="datum.label == 'err' ? 'measured (mean over tokens)' : 'predicted gap^t'")),
+        y=alt.Y("value:Q", scale=alt.Scale(type="log", domain=[1e-16, 1.5]), title="distance to dominant subspace",
+                axis=alt.Axis(format=".0e")),
+        strokeDash=alt.StrokeDash("curve:N", title=None, scale=alt.Scale(domain=["err", "pred"])),
     )
+    if params:
+        err = err.add_params(*params)
     cos = base.mark_line(point=True, color="#d62728").encode(
         x=alt.X("t:Q", title="step t"),
         y=alt.Y("cos:Q", title="signed cos(token 0, b₁)", scale=alt.Scale(domain=[-1, 1])),
@@ -91,25 +104,16 @@ def static_explorer(model: str | None = None) -> alt.TopLevelMixin:
     data = pd.concat(frames, ignore_index=True)
     for col in ("err", "pred", "cos"):
         data[col] = data[col].astype(float).map(lambda v: float(f"{v:.4g}"))  # smaller page
-    params = [
+    params = (
         alt.param(name="gap", value=0.5, bind=alt.binding_range(min=0.1, max=0.9, step=0.2, name="gap |λ_next|/|λ₁| ")),
         alt.param(name="theta", value=45, bind=alt.binding_range(min=0, max=180, step=45, name="angle θ of λ₁ (degrees) ")),
         alt.param(name="heads", value=4, bind=alt.binding_radio(options=GRID["heads"], name="heads ")),
         alt.param(name="beta", value=1, bind=alt.binding_range(min=0, max=4, step=1, name="attention sharpness β ")),
-    ]
-    flt = "abs(datum.g - gap) < 1e-6 && datum.th == theta && datum.h == heads && datum.b == beta"
-    base = alt.Chart(data).transform_filter(flt).properties(width=300, height=220)
-    err = base.transform_fold(["err", "pred"], as_=["curve", "value"]).mark_line().encode(
-        x=alt.X("t:Q", title="step t"),
-        y=alt.Y("value:Q", scale=alt.Scale(type="log", domain=[1e-16, 1.5]), title="distance to dominant subspace"),
-        strokeDash=alt.StrokeDash("curve:N", title=None, scale=alt.Scale(domain=["err", "pred"])),
-    ).add_params(*params)
-    cos = base.mark_line(point=True, color="#d62728").encode(
-        x=alt.X("t:Q", title="step t"),
-        y=alt.Y("cos:Q", title="signed cos(token 0, b₁)", scale=alt.Scale(domain=[-1, 1])),
     )
+    where = "abs(datum.g - gap) < 1e-6 && datum.th == theta && datum.h == heads && datum.b == beta"
     label = model or f"toy matrix, d={D}, seed {SEED}, {N_TOKENS} tokens, softmax attention, L2 norm"
-    return titled(alt.hconcat(err, cos), "Explorer: gap, angle of λ₁, heads, sharpness (err = measured, pred = gap^t)", label)
+    return explorer_chart(data, model=label, params=params, where=where,
+                          title="Explorer: gap, angle of λ₁, heads, sharpness (err = measured, pred = gap^t)")
 
 
 def widget_explorer():  # pragma: no cover - needs a live kernel to be useful
