@@ -38,3 +38,45 @@ def tiny_dir(tmp_path_factory):
         return cache[family]
 
     return make
+
+
+def toc_pages() -> list[str]:
+    """Every page of the table of contents, as ``book/<name>`` without suffix, in order."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    pages = [toc["root"]]
+
+    def walk(entries):
+        for e in entries or []:
+            if "file" in e:
+                pages.append(e["file"])
+            walk(e.get("sections"))
+            walk(e.get("chapters"))
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    return pages
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory):
+    """Build the whole book once per session (every chapter executed), like `make book`.
+
+    Returns the ``_build/html`` folder. The build log is kept next to it as ``build.log``.
+    """
+    import subprocess
+
+    out = tmp_path_factory.mktemp("book")
+    env = dict(os.environ, SPECTRAL_BOOK_BUILD="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONHASHSEED="0")
+    jb = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(jb), "build", str(ROOT), "--all", "-W", "-n", "--keep-going", "--path-output", str(out)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3000)
+    log = out / "build.log"
+    log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    html = out / "_build" / "html"
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-60:])
+        pytest.fail(f"jupyter-book build failed (exit {proc.returncode}); log at {log}\n{tail}")
+    return html

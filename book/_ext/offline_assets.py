@@ -49,6 +49,21 @@ def _add_mathjax(app: Sphinx) -> None:
     app.config.mathjax_path = MATHJAX_ENTRY
 
 
+def _dedupe_scripts(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: object) -> None:
+    """Drop repeated inline scripts (sphinx-thebe registers its config twice under Jupyter Book 1,
+    which redeclares a ``const`` and logs a console error on every page)."""
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for js in context.get("script_files", []):
+        # an inline script is registered once with filename None and once with "": same script
+        key = (str(getattr(js, "filename", js) or ""), repr(sorted(getattr(js, "attributes", {}).items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        unique.append(js)
+    context["script_files"] = unique
+
+
 def _on_builder_inited(app: Sphinx) -> None:
     if app.builder.format != "html":
         return
@@ -58,4 +73,5 @@ def _on_builder_inited(app: Sphinx) -> None:
 
 def setup(app: Sphinx) -> dict[str, object]:
     app.connect("builder-inited", _on_builder_inited)
+    app.connect("html-page-context", _dedupe_scripts, priority=999)  # after sphinx-thebe adds its copy
     return {"parallel_read_safe": True, "parallel_write_safe": True}

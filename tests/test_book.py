@@ -1,0 +1,51 @@
+"""The book builds offline with every chapter executed, within each chapter's time budget."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from bs4 import BeautifulSoup
+from conftest import ROOT, toc_pages
+
+pytestmark = pytest.mark.slow
+
+# Execution budgets from the issues (seconds on the 2-core machine); pages not listed: 60 s.
+BUDGET_S = {"book/03_real_models": 180, "book/04_jacobian_funnel": 240, "book/05_steering_lab": 120}
+
+
+def _soup(html_dir, page: str) -> BeautifulSoup:
+    return BeautifulSoup((html_dir / f"{page}.html").read_text(encoding="utf-8"), "html.parser")
+
+
+def test_every_toc_page_is_built(built_site):
+    for page in toc_pages():
+        assert (built_site / f"{page}.html").is_file(), page
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_no_cell_output_is_an_error(built_site, page):
+    soup = _soup(built_site, page)
+    text = soup.get_text(" ")
+    assert "Traceback (most recent call last)" not in text, page
+    assert not soup.select(".output.traceback, .output.error"), page
+
+
+def test_execution_table_reports_every_notebook_within_budget(built_site):
+    """The About page's nb-exec-table lists each executed chapter, its status and its run time."""
+    soup = _soup(built_site, "book/about_build")
+    table = soup.find("table", class_=re.compile("docutils|table"))
+    assert table is not None, "no execution table on the About page"
+    header = [th.get_text(strip=True) for th in table.find_all("th")]
+    rows = [[td.get_text(strip=True) for td in tr.find_all("td")] for tr in table.find_all("tr")[1:]]
+    doc_i = next(i for i, h in enumerate(header) if h.lower().startswith("document"))
+    time_i = next(i for i, h in enumerate(header) if "time" in h.lower())
+    status_i = next(i for i, h in enumerate(header) if "status" in h.lower())
+    seen = {r[doc_i]: r for r in rows}
+    for page in toc_pages():
+        if "kernelspec:" not in (ROOT / f"{page}.md").read_text(encoding="utf-8")[:400]:
+            continue  # a plain markdown page, not executed
+        assert page in seen, f"{page} missing from the execution table: {sorted(seen)}"
+        row = seen[page]
+        assert row[status_i] in ("✅", "ok", "OK"), (page, row)
+        assert float(row[time_i]) < BUDGET_S.get(page, 60), (page, row[time_i])

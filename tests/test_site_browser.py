@@ -1,0 +1,133 @@
+"""The built site as a reader sees it, in headless Chromium (Debian's, never a downloaded browser).
+
+For every page of the table of contents: no request leaves 127.0.0.1, no console error, every chart
+container holds a rendered SVG or canvas, every Altair slider changes its chart, math is typeset, and
+no output shows a traceback. A full-page screenshot of each page is saved in ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import socketserver
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, toc_pages
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # keep pytest output clean
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing in CI; `make test` installs Debian's chromium as root")
+        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def site_url(built_site):
+    handler = functools.partial(_QuietHandler, directory=str(built_site))
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _svg_markup(page, index: int) -> str:
+    return page.evaluate(
+        "(i) => { const el = document.querySelectorAll('.vega-embed')[i]; return el ? el.innerHTML : ''; }", index
+    )
+
+
+@pytest.mark.parametrize("page_name", toc_pages())
+def test_page_in_browser(browser, site_url, page_name):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    outside: list[str] = []
+    errors: list[str] = []
+    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith((site_url, "data:", "blob:")) else None)
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+    page.goto(f"{site_url}/{page_name}.html", wait_until="load")
+    page.wait_for_timeout(1500)
+
+    # charts: every Vega container rendered
+    n_charts = page.evaluate("document.querySelectorAll('.vega-embed').length")
+    n_rendered = page.evaluate(
+        "[...document.querySelectorAll('.vega-embed')].filter(e => e.querySelector('svg, canvas')).length"
+    )
+    assert n_rendered == n_charts, f"{page_name}: {n_charts - n_rendered} of {n_charts} charts did not render"
+
+    # sliders: each Altair range input changes the markup of its chart
+    sliders = page.evaluate(
+        """[...document.querySelectorAll('.vega-embed')].map((e, i) =>
+             [...e.querySelectorAll('.vega-bindings input[type=range]')].map((s, k) => [i, k])).flat()"""
+    )
+    for chart_i, slider_k in sliders:
+        before = _svg_markup(page, chart_i)
+        page.evaluate(
+            """([i, k]) => { const s = document.querySelectorAll('.vega-embed')[i]
+                                 .querySelectorAll('.vega-bindings input[type=range]')[k];
+                             const lo = +s.min, hi = +s.max, v = +s.value;
+                             s.value = (v - lo) > (hi - lo) / 2 ? lo : hi;
+                             s.dispatchEvent(new Event('input', {bubbles: true}));
+                             s.dispatchEvent(new Event('change', {bubbles: true})); }""",
+            [chart_i, slider_k],
+        )
+        page.wait_for_timeout(400)
+        assert _svg_markup(page, chart_i) != before, f"{page_name}: slider {slider_k} of chart {chart_i} changed nothing"
+
+    # math typeset by the site's own MathJax
+    has_math = page.evaluate("document.querySelectorAll('.math, span.math, div.math').length") > 0
+    if has_math:
+        page.wait_for_function("document.querySelectorAll('mjx-container').length > 0", timeout=15000)
+
+    # widgets: the static site shows no widget view (it would be dead without a kernel)
+    n_widget_views = page.evaluate(
+        "document.querySelectorAll('script[type=\"application/vnd.jupyter.widget-view+json\"]').length"
+    )
+    assert n_widget_views == 0, f"{page_name}: {n_widget_views} widget views would render as broken widgets"
+
+    text = page.inner_text("body")
+    assert "Traceback (most recent call last)" not in text, page_name
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{page_name.replace('/', '_')}.png"), full_page=True)
+    page.close()
+    assert not outside, f"{page_name}: requests left 127.0.0.1: {sorted(set(outside))[:5]}"
+    assert not errors, f"{page_name}: console errors: {errors[:5]}"
+
+
+def test_screenshots_saved(browser, site_url):
+    """Every page left a screenshot artifact (run after the per-page tests)."""
+    missing = [p for p in toc_pages() if not (ARTIFACTS / f"{p.replace('/', '_')}.png").is_file()]
+    assert not missing, missing
