@@ -200,3 +200,20 @@ def test_layer_index_errors(minilm):
     with pytest.raises(TypeError):
         minilm.layer(1.5)
     assert minilm.layer(-1).index == 5
+
+
+def test_with_lm_head_keeps_the_same_layers(tiny_dir):
+    folder = str(tiny_dir("llama"))
+    lm = lib.load_model(folder, with_lm_head=True)
+    base = lib.load_model(folder)
+    assert hasattr(lm.hf_model, "lm_head") and lm.base is not lm.hf_model
+    assert torch.equal(lm.layer_matrices(), base.layer_matrices())
+    ids = torch.arange(3, 3 + SEQ)
+    assert torch.allclose(lm.hidden_states_ids(ids), base.hidden_states_ids(ids))
+    with pytest.raises(ValueError, match="no LM head"):
+        lib.load_model(str(tiny_dir("bert")), with_lm_head=True)
+
+
+def test_book_decoder_alias_loads_with_head():
+    m = lib.load_model("book-decoder", with_lm_head=True)
+    assert m.family == "llama" and m.n_kv_heads < m.n_heads

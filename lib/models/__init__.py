@@ -35,6 +35,7 @@ def load_model(
     device: str | torch.device = "cpu",
     allow_pickle: bool = False,
     max_memory_bytes: int | None = None,
+    with_lm_head: bool = False,
 ) -> SpectralModel:
     """Load a model by offline alias, local directory or hub id.
 
@@ -49,6 +50,8 @@ def load_model(
         device: where the model runs (``"cpu"`` or ``"cuda"``).
         allow_pickle: accept ``.bin``/``.pt`` weights (unsafe; refused by default).
         max_memory_bytes: memory budget for the weights (default: 80% of available RAM).
+        with_lm_head: load the causal LM with its output head (decoders only); ``hf_model`` is
+            then the LM and ``base`` its transformer.
 
     Raises:
         UnsupportedModelError, ModelNotAvailableError, CheckpointError, UnsafeCheckpointError,
@@ -63,6 +66,7 @@ def load_model(
         dtype=dtype,
         allow_pickle=allow_pickle,
         max_memory_bytes=max_memory_bytes,
+        with_lm_head=with_lm_head,
     )
     if name == "minilm":
         check_minilm_config(config)

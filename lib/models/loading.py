@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 import psutil
 import torch
-from transformers import AutoConfig, AutoModel, AutoTokenizer
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as transformers_logging
 
 from lib.errors import (
@@ -224,16 +224,26 @@ def load_hf(
     dtype: torch.dtype,
     allow_pickle: bool,
     max_memory_bytes: int | None,
+    with_lm_head: bool = False,
 ) -> tuple[Any, Any, Family, Any]:
-    """Load ``(base_model, config, family, tokenizer_or_None)`` from a checkpoint directory."""
+    """Load ``(model, config, family, tokenizer_or_None)`` from a checkpoint directory.
+
+    ``model`` is the base model (``AutoModel``), or the causal LM with its head when
+    ``with_lm_head`` (decoder families only).
+    """
     transformers_logging.disable_progress_bar()
     config = read_config(folder)
     family = family_for_model_type(config.model_type)
     assert family is not None  # read_config refused the rest
+    if with_lm_head and not family.causal:
+        raise ValueError(
+            f"with_lm_head=True needs a decoder; {label} is a {family.name} encoder, whose checkpoint has no LM head."
+        )
+    auto = AutoModelForCausalLM if with_lm_head else AutoModel
     _check_fits(config, dtype, label, max_memory_bytes)
     if random_init:
         torch.manual_seed(seed)
-        model = AutoModel.from_config(config, trust_remote_code=False, attn_implementation="eager", dtype=dtype)
+        model = auto.from_config(config, trust_remote_code=False, attn_implementation="eager", dtype=dtype)
     else:
         safe, pickled = _weight_files(folder)
         if not safe and not pickled:
@@ -250,7 +260,7 @@ def load_hf(
                 )
             warnings.warn(f"Loading pickle weights from {folder} (allow_pickle=True).", stacklevel=3)
         try:
-            model = AutoModel.from_pretrained(
+            model = auto.from_pretrained(
                 folder,
                 trust_remote_code=False,
                 local_files_only=True,
