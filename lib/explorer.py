@@ -69,7 +69,7 @@ def explore_run(gap: float, theta_deg: float, heads: int, beta: float, *, steps:
 
 def explorer_chart(
     df: pd.DataFrame, *, model: str, title: str, params: tuple = (), where: str | None = None,
-    width: int = 300, height: int = 220,
+    width: int = 215, height: int = 200,
 ) -> alt.TopLevelMixin:
     """Two panels from :func:`explore_run` rows: the distance to the dominant subspace (log, measured
     and predicted) and the signed cosine of token 0 with ``b₁``.
@@ -85,7 +85,8 @@ def explorer_chart(
         x=alt.X("t:Q", title="step t"),
         y=alt.Y("value:Q", scale=alt.Scale(type="log", domain=[1e-16, 1.5]), title="distance to dominant subspace",
                 axis=alt.Axis(format=".0e")),
-        strokeDash=alt.StrokeDash("curve:N", title=None, scale=alt.Scale(domain=["err", "pred"])),
+        strokeDash=alt.StrokeDash("curve:N", title=None, scale=alt.Scale(domain=["err", "pred"]),
+                                  legend=alt.Legend(orient="bottom")),
     )
     if params:
         err = err.add_params(*params)

@@ -32,14 +32,15 @@ def convergence_chart(
     """
     long = df.melt(id_vars=["t", color], value_vars=["measured", "predicted"], var_name="curve", value_name="error")
     long = long[long["error"] > 1e-15]
+    long[color] = long[color].map(lambda v: f"{v:.3g}" if isinstance(v, float) else str(v))
     return titled(
         alt.Chart(long)
         .mark_line(point=False)
         .encode(
             x=alt.X("t:Q", title="step t"),
             y=alt.Y("error:Q", scale=alt.Scale(type="log"), title="sin ∠(x_t, v₁)"),
-            color=alt.Color(f"{color}:N", title="|λ₂/λ₁|"),
-            strokeDash=alt.StrokeDash("curve:N", title=None, sort=["measured", "predicted"]),
+            color=alt.Color(f"{color}:N", title="|λ₂/λ₁|", legend=alt.Legend(orient="bottom")),
+            strokeDash=alt.StrokeDash("curve:N", title=None, sort=["measured", "predicted"], legend=alt.Legend(orient="bottom")),
             tooltip=["t:Q", f"{color}:N", "curve:N", alt.Tooltip("error:Q", format=".2e")],
         )
         .properties(width=width, height=height),
@@ -51,10 +52,11 @@ def convergence_chart(
 def line_chart(
     df: pd.DataFrame, *, x: str, y: str, color: str | None = None, model: str, title: str,
     x_title: str | None = None, y_title: str | None = None, log_y: bool = False, column: str | None = None,
-    detail: str | None = None, dash: str | None = None, width: int = 220, height: int = 180,
+    detail: str | None = None, dash: str | None = None, width: int = 220, height: int = 180, columns: int = 2,
     y_domain: tuple[float, float] | None = None,
 ) -> alt.TopLevelMixin:
-    """Lines of ``y`` against ``x``, optionally coloured, dashed, split per ``detail`` and faceted by ``column``."""
+    """Lines of ``y`` against ``x``, optionally coloured, dashed, split per ``detail`` and faceted by ``column``
+    (wrapped after ``columns`` panels). Legends go below the plot, so figures fit a book column."""
     scale = alt.Scale(type="log") if log_y else (alt.Scale(domain=list(y_domain)) if y_domain else alt.Undefined)
     enc = dict(
         x=alt.X(f"{x}:Q", title=x_title or x),
@@ -62,14 +64,14 @@ def line_chart(
         tooltip=[c for c in (x, y, color, detail, dash) if c],
     )
     if color:
-        enc["color"] = alt.Color(f"{color}:N", title=color)
+        enc["color"] = alt.Color(f"{color}:N", title=color, legend=alt.Legend(orient="bottom"))
     if detail:
         enc["detail"] = alt.Detail(f"{detail}:N")
     if dash:
-        enc["strokeDash"] = alt.StrokeDash(f"{dash}:N", title=dash)
+        enc["strokeDash"] = alt.StrokeDash(f"{dash}:N", title=dash, legend=alt.Legend(orient="bottom"))
     chart = alt.Chart(df).mark_line().encode(**enc).properties(width=width, height=height)
     if column:
-        chart = chart.facet(column=alt.Column(f"{column}:N", title=None, sort=list(dict.fromkeys(df[column]))))
+        chart = chart.facet(facet=alt.Facet(f"{column}:N", title=None, sort=list(dict.fromkeys(df[column]))), columns=columns)
     return titled(chart, title, model)
 
 
@@ -91,9 +93,9 @@ def plane_orbit_chart(coords: np.ndarray, *, model: str, title: str, token_count
         x=alt.X("b1:Q", title="coordinate on b₁", scale=alt.Scale(domain=[-1.05, 1.05])),
         y=alt.Y("b2:Q", title="coordinate on b₂", scale=alt.Scale(domain=[-1.05, 1.05])),
     )
-    path = base.mark_line(opacity=0.35).encode(color=alt.Color("token:N", title=None), order="t:Q")
+    path = base.mark_line(opacity=0.35).encode(color=alt.Color("token:N", title=None, legend=alt.Legend(orient="bottom")), order="t:Q")
     dots = base.mark_circle(size=28).encode(
-        color=alt.Color("token:N", title=None), opacity=alt.Opacity("t:Q", title="step t"),
+        color=alt.Color("token:N", title=None), opacity=alt.Opacity("t:Q", title="step t", legend=alt.Legend(orient="bottom")),
         tooltip=["token:N", "t:Q", alt.Tooltip("b1:Q", format=".3f"), alt.Tooltip("b2:Q", format=".3f")],
     )
-    return titled(alt.layer(path, dots).properties(width=300, height=300), title, model)
+    return titled(alt.layer(path, dots).properties(width=280, height=280), title, model)

@@ -186,3 +186,16 @@ def test_accepts_layer_objects_and_checks_input():
         dynamics.simulate(np.eye(8), X, 1)
     with pytest.raises(ValueError, match="norm"):
         dynamics.simulate(w, X, 1, norm="rms")
+
+
+def test_real_model_weights(minilm):
+    """Per-layer weights of the offline model (objects with .attention) run through the simulator and
+    agree with the loop reference; entry 0 is the normalized embedding output."""
+    hs = minilm.hidden_states(["Tokens tilt toward the principal eigenvector."])[0]
+    X0 = hs[0, :5].numpy()
+    layers = [minilm.layer(t) for t in range(2)]
+    got = dynamics.simulate(layers, X0, keep_vo_bias=True)
+    kw = dict(norm="l2", radius=None, residual=False, attention="softmax", beta=1.0, keep_vo_bias=True)
+    want = ref_simulate([layer.attention for layer in layers], X0, 2, **kw)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-9, atol=1e-9)
+    assert got.shape == (3, 5, minilm.d_model)
