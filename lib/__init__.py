@@ -26,6 +26,7 @@ from lib.errors import (
     UnsafeCheckpointError,
     UnsupportedModelError,
 )
+from lib import spectra
 from lib.models import OFFLINE_ALIASES, SUPPORTED_FAMILIES, SpectralModel, load_model
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "book_setup",
     "load_model",
     "real_models_enabled",
+    "spectra",
 ]
 
 REAL_MODELS_ENV = "SPECTRAL_BOOK_REAL_MODELS"
@@ -55,7 +57,10 @@ def real_models_enabled() -> bool:
 
 
 def book_setup(seed: int = 0) -> None:
-    """First call of every chapter: Altair renderer, seeds, quiet warnings from dependencies.
+    """First call of every chapter: Altair renderer, seeds, short error messages, quiet warnings.
+
+    A mistake that ``lib`` detects (unknown model, bad matrix, out-of-range value) then shows one
+    clear message in the notebook instead of a long traceback (see :mod:`lib.notebook_errors`).
 
     Args:
         seed: seeds NumPy's legacy global generator and torch (chapters still pass explicit
@@ -64,9 +69,11 @@ def book_setup(seed: int = 0) -> None:
     import numpy as np
     import torch
 
+    from lib import notebook_errors
     from lib.plotting import configure_renderer
 
     configure_renderer()
+    notebook_errors.install()
     np.random.seed(seed)
     torch.manual_seed(seed)
     np.set_printoptions(precision=4, suppress=True, linewidth=110)

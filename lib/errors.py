@@ -25,3 +25,15 @@ class UnsafeCheckpointError(SpectralBookError, PermissionError):
 
 class ModelTooLargeError(SpectralBookError, MemoryError):
     """The weights (or a computation) would not fit in the available memory."""
+
+
+class InputError(SpectralBookError, ValueError):
+    """An argument has the wrong shape, size or value (non-square matrix, NaN, empty list, …)."""
+
+
+class LayerIndexError(SpectralBookError, IndexError):
+    """A layer index outside ``0..L-1`` (or ``-L..-1``)."""
+
+
+class InputTypeError(SpectralBookError, TypeError):
+    """An argument of the wrong type (a layer index that is not an int, a text that is not a str)."""

@@ -13,6 +13,7 @@ import pandas as pd
 import torch
 
 from lib import spectra
+from lib.errors import InputError
 from lib.plotting import titled
 
 __all__ = ["LayerSpectra", "layer_spectra", "radius_gap_chart"]
@@ -34,7 +35,7 @@ class LayerSpectra:
     def __init__(self, F: torch.Tensor | np.ndarray, model: str) -> None:
         F64 = spectra.as_float64(F)
         if F64.ndim != 3:
-            raise ValueError(f"expected a stack of layer matrices (L, d, d), got shape {F64.shape}")
+            raise InputError(f"expected a stack of layer matrices (L, d, d), got shape {F64.shape}")
         self.model = model
         self.principal = [spectra.principal(F64[t]) for t in range(F64.shape[0])]
         self.eigvals = np.stack([p.eigvals for p in self.principal])

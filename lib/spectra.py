@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from scipy.special import gammaln
 
+from lib.errors import InputError
+
 TAU_COMPLEX = 1e-8
 """τ_C: relative threshold above which an eigenvalue counts as complex."""
 
@@ -60,11 +62,11 @@ def as_float64(M: Any) -> np.ndarray:
 
 def _check_square(M: np.ndarray) -> None:
     if M.ndim < 2 or M.shape[-1] != M.shape[-2]:
-        raise ValueError(f"expected square matrices of shape (..., d, d), got shape {M.shape}")
+        raise InputError(f"expected square matrices of shape (..., d, d), got shape {M.shape}")
     if M.shape[-1] == 0:
-        raise ValueError("expected a non-empty matrix, got d = 0")
+        raise InputError("expected a non-empty matrix, got d = 0")
     if not np.all(np.isfinite(M)):
-        raise ValueError("matrix contains NaN or infinite entries")
+        raise InputError("matrix contains NaN or infinite entries")
 
 
 def sort_order(lams: np.ndarray) -> np.ndarray:
@@ -156,7 +158,7 @@ def eig(M: Any) -> tuple[np.ndarray, np.ndarray]:
     A = as_float64(M)
     _check_square(A)
     if A.ndim != 2:
-        raise ValueError(f"eig expects one (d, d) matrix, got shape {A.shape}; use eigvals for stacks")
+        raise InputError(f"eig expects one (d, d) matrix, got shape {A.shape}; use eigvals for stacks")
     lams, V = np.linalg.eig(A)
     order = sort_order(lams)
     lams, V = lams[order], V[:, order]
@@ -261,7 +263,7 @@ def alignment(X: Any, v: Any) -> np.ndarray:
     """
     X, v = as_float64(X), as_float64(v)
     if X.shape[-1] != v.shape[-1]:
-        raise ValueError(f"dimension mismatch: vectors have d = {X.shape[-1]}, direction has d = {v.shape[-1]}")
+        raise InputError(f"dimension mismatch: vectors have d = {X.shape[-1]}, direction has d = {v.shape[-1]}")
     return np.abs(X @ v) / (np.linalg.norm(X, axis=-1) * np.linalg.norm(v))
 
 
@@ -272,7 +274,7 @@ def subspace_alignment(X: Any, B: Any) -> np.ndarray:
     """
     X, B = as_float64(X), as_float64(B)
     if X.shape[-1] != B.shape[0]:
-        raise ValueError(f"dimension mismatch: vectors have d = {X.shape[-1]}, basis has d = {B.shape[0]}")
+        raise InputError(f"dimension mismatch: vectors have d = {X.shape[-1]}, basis has d = {B.shape[0]}")
     return np.linalg.norm(X @ B, axis=-1) / np.linalg.norm(X, axis=-1)
 
 
@@ -282,5 +284,5 @@ def baseline_alignment(d: int) -> float:
     ``b_d = Γ(d/2) / (sqrt(π) Γ((d+1)/2)) ≈ sqrt(2/(π d))`` (exact, computed in log space).
     """
     if d < 1:
-        raise ValueError(f"d must be a positive integer, got {d}")
+        raise InputError(f"d must be a positive integer, got {d}")
     return float(np.exp(gammaln(d / 2) - gammaln((d + 1) / 2) - 0.5 * np.log(np.pi)))

@@ -25,6 +25,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokeni
 from transformers.utils import logging as transformers_logging
 
 from lib.errors import (
+    InputError,
     CheckpointError,
     ModelNotAvailableError,
     ModelTooLargeError,
@@ -236,7 +237,7 @@ def load_hf(
     family = family_for_model_type(config.model_type)
     assert family is not None  # read_config refused the rest
     if with_lm_head and not family.causal:
-        raise ValueError(
+        raise InputError(
             f"with_lm_head=True needs a decoder; {label} is a {family.name} encoder, whose checkpoint has no LM head."
         )
     auto = AutoModelForCausalLM if with_lm_head else AutoModel

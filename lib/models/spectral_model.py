@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from lib.errors import InputError, InputTypeError, LayerIndexError
 from lib.models.families import Family
 from lib.models.weights import AttentionWeights
 
@@ -132,9 +133,9 @@ class SpectralModel:
     # -- weights ---------------------------------------------------------------------------
     def _check_layer(self, t: int) -> int:
         if not isinstance(t, int) or isinstance(t, bool):
-            raise TypeError(f"layer index must be an int, got {type(t).__name__}")
+            raise InputTypeError(f"layer index must be an int, got {type(t).__name__}")
         if not -self.n_layers <= t < self.n_layers:
-            raise IndexError(f"layer {t} out of range: this model has {self.n_layers} layers (0..{self.n_layers - 1})")
+            raise LayerIndexError(f"layer {t} out of range: this model has {self.n_layers} layers (0..{self.n_layers - 1})")
         return t % self.n_layers
 
     def layer(self, t: int) -> Layer:
@@ -169,9 +170,9 @@ class SpectralModel:
             ``special`` marks tokens such as ``[CLS]``/``[SEP]``.
         """
         if self.tokenizer is None:
-            raise ValueError(f"{self.label} has no tokenizer; pass input_ids to hidden_states instead of texts.")
+            raise InputError(f"{self.label} has no tokenizer; pass input_ids to hidden_states instead of texts.")
         if not isinstance(text, str):
-            raise TypeError(f"texts must be strings, got {type(text).__name__}")
+            raise InputTypeError(f"texts must be strings, got {type(text).__name__}")
         enc = self.tokenizer(text, add_special_tokens=True, return_special_tokens_mask=True)
         ids = enc["input_ids"]
         special = enc["special_tokens_mask"]
@@ -200,7 +201,7 @@ class SpectralModel:
         that norm applied).
         """
         if input_ids.dim() != 1 or input_ids.numel() == 0:
-            raise ValueError(f"input_ids must be a non-empty 1-D tensor, got shape {tuple(input_ids.shape)}")
+            raise InputError(f"input_ids must be a non-empty 1-D tensor, got shape {tuple(input_ids.shape)}")
         outputs: list[torch.Tensor] = []
 
         def hook(_mod: nn.Module, _args: Any, out: Any) -> None:
@@ -232,7 +233,7 @@ class SpectralModel:
             texts = [texts]
         texts = list(texts)
         if not texts:
-            raise ValueError("texts is empty: pass at least one string")
+            raise InputError("texts is empty: pass at least one string")
         show = len(texts) > 20 if progress is None else progress
         it = tqdm(texts, desc=f"forward passes ({self.name})", disable=not show)
         return [self.hidden_states_ids(self.encode(text)["input_ids"]) for text in it]

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from lib.errors import InputError
+
 
 def expand_kv(W: torch.Tensor, n_heads: int, n_kv_heads: int, head_dim: int) -> torch.Tensor:
     """Repeat KV head blocks so that query head ``h`` sees KV head ``h // (n_heads // n_kv_heads)``.
@@ -22,7 +24,7 @@ def expand_kv(W: torch.Tensor, n_heads: int, n_kv_heads: int, head_dim: int) -> 
         ``(H·d_h, d)`` (or ``(H·d_h,)``), matching Hugging Face's ``repeat_kv``.
     """
     if n_heads % n_kv_heads:
-        raise ValueError(f"n_heads = {n_heads} is not a multiple of n_kv_heads = {n_kv_heads}")
+        raise InputError(f"n_heads = {n_heads} is not a multiple of n_kv_heads = {n_kv_heads}")
     group = n_heads // n_kv_heads
     blocks = W.reshape(n_kv_heads, head_dim, *W.shape[1:])
     return blocks.repeat_interleave(group, dim=0).reshape(n_heads * head_dim, *W.shape[1:])
