@@ -1,0 +1,451 @@
+"""γ_t, ρ_t and their relatives: how token states line up with the principal eigen-directions of ``F_t``.
+
+**Reconstructed definitions [ours].** The paper names γ_t and ρ_t [paper] but its exact formulas were
+not available; the forms below are the book's reconstruction (power-method §6) and may differ from the
+paper's (signed vs absolute, which tokens, how the average is taken). For prompts ``p``, kept tokens
+``i ∈ S_p``, ``x_i^p(t)`` the input of layer ``t`` and ``x_i^p(t+1)`` its output::
+
+    a(x, B)  = ‖Bᵀ x‖ / ‖x‖                       (B orthonormal (d, k): k = 1 is |cos|, k = 2 a plane)
+    γ_t      = mean_{p, i} a(x_i^p(t+1), B_t)     output of layer t against its own v_{1,t}
+    γ_t^in   = mean_{p, i} a(x_i^p(t),   B_t)     input of layer t against the same direction
+    Δγ_t     = γ_t − γ_t^in                       the tilt of layer t
+    ρ_t      = mean_{p, i} 1[a(x_i^p(t+1), B_t) > a(x_i^p(t), B_t)]
+
+``B_t`` is ``v_{1,t}`` for a real ``λ_{1,t}`` and the plane ``span{Re v_1, Im v_1}`` for a complex pair
+(the *planar* variant). Means run over all kept (prompt, token) pairs, so long prompts weigh more;
+confidence intervals resample *prompts* (the independent unit) with replacement.
+
+Layout: every function takes token states as rows. A :class:`TokenStates` holds the trajectories of
+many prompts concatenated along the token axis, ``(T+1, N, d)`` float64, with the prompt index and the
+special-token flag of every token. Bases are stacked per layer as ``(T, d, k)`` and zero-padded to a
+common ``k``: a zero column adds nothing to ``‖Bᵀx‖``, so a real ``v_1`` and a plane share one array.
+Nothing loops over tokens or prompts in Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.special import gammaln
+
+from lib import spectra
+
+__all__ = [
+    "EigenBases",
+    "TokenStates",
+    "baseline_subspace",
+    "bootstrap_ratio",
+    "check_gamma_rho",
+    "cross_layer",
+    "eigen_bases",
+    "gamma_rho",
+    "random_directions",
+    "random_null",
+    "shared_convergence",
+    "step_alignment",
+    "token_alignments",
+]
+
+
+# -- baselines ---------------------------------------------------------------------------------------
+def baseline_subspace(d: int, k: int = 1) -> float:
+    """Expected ``‖Bᵀu‖`` for a uniformly random unit ``u ∈ R^d`` and a fixed ``k``-dimensional subspace.
+
+    ``‖Bᵀu‖² ~ Beta(k/2, (d−k)/2)``, so the mean is ``Γ((k+1)/2) Γ(d/2) / (Γ(k/2) Γ((d+1)/2))``:
+    ``b_d ≈ sqrt(2/(π d))`` for ``k = 1`` (equal to :func:`lib.spectra.baseline_alignment`) and
+    ``≈ sqrt(π/(2 d))`` for a plane.
+    """
+    if not 1 <= k <= d:
+        raise ValueError(f"need 1 <= k <= d, got k = {k}, d = {d}")
+    if k == d:
+        return 1.0
+    return float(np.exp(gammaln((k + 1) / 2) + gammaln(d / 2) - gammaln(k / 2) - gammaln((d + 1) / 2)))
+
+
+def random_directions(d: int, m: int, seed: int = 0) -> np.ndarray:
+    """``m`` independent uniformly random unit vectors in ``R^d``, float64 ``(m, d)``."""
+    u = np.random.default_rng(seed).standard_normal((m, d))
+    return u / np.linalg.norm(u, axis=1, keepdims=True)
+
+
+# -- token states --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TokenStates:
+    """Trajectories of many prompts, concatenated along the token axis.
+
+    Attributes:
+        states: float64 ``(T+1, N, d)``: entry ``t`` is the input of layer ``t`` (or step ``t``), entry
+            ``t+1`` its output, for all ``N`` tokens of all prompts.
+        prompt: int ``(N,)``: the prompt each token belongs to (``0 .. n_prompts−1``).
+        special: bool ``(N,)``: tokenizer special tokens (``[CLS]``, ``[SEP]``, ...).
+        n_prompts: number of prompts (a prompt may keep no token after :meth:`select`).
+        label: what produced the states (model and variant), for tables and figure subtitles.
+    """
+
+    states: np.ndarray
+    prompt: np.ndarray
+    special: np.ndarray
+    n_prompts: int
+    label: str = ""
+
+    @classmethod
+    def from_trajectories(
+        cls, trajectories: Sequence[Any], special: Sequence[Any] | None = None, label: str = ""
+    ) -> TokenStates:
+        """Concatenate per-prompt trajectories ``(T+1, n_p, d)`` (NumPy or torch) and their special masks ``(n_p,)``."""
+        if not trajectories:
+            raise ValueError("no trajectories given")
+        arrs = [spectra.as_float64(x) for x in trajectories]
+        shape = arrs[0].shape
+        if any(a.ndim != 3 or a.shape[0] != shape[0] or a.shape[2] != shape[2] for a in arrs):
+            raise ValueError(f"every trajectory must be (T+1, n_p, d) with the same T and d; first is {shape}")
+        sizes = [a.shape[1] for a in arrs]
+        if special is None:
+            spec = np.zeros(sum(sizes), dtype=bool)
+        else:
+            masks = [np.asarray(spectra.as_float64(s), dtype=bool).reshape(-1) for s in special]
+            if [m.size for m in masks] != sizes:
+                raise ValueError("each special mask must have one entry per token of its prompt")
+            spec = np.concatenate(masks)
+        return cls(
+            states=np.concatenate(arrs, axis=1),
+            prompt=np.repeat(np.arange(len(arrs)), sizes),
+            special=spec,
+            n_prompts=len(arrs),
+            label=label,
+        )
+
+    @property
+    def steps(self) -> int:
+        """``T``, the number of layers (or steps) the trajectories cover."""
+        return self.states.shape[0] - 1
+
+    @property
+    def d(self) -> int:
+        """The width ``d``."""
+        return self.states.shape[2]
+
+    def select(self, tokens: str = "content") -> TokenStates:
+        """Keep ``"content"`` tokens (not special), ``"special"`` tokens only, or ``"all"``."""
+        if tokens == "all":
+            return self
+        if tokens not in ("content", "special"):
+            raise ValueError(f"tokens must be 'content', 'special' or 'all', got {tokens!r}")
+        keep = self.special if tokens == "special" else ~self.special
+        return TokenStates(self.states[:, keep], self.prompt[keep], self.special[keep], self.n_prompts, self.label)
+
+
+# -- eigen-directions ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EigenBases:
+    """Per-layer orthonormal bases of the leading eigen-directions of ``F_t`` (zero-padded, float64).
+
+    Attributes:
+        v1: ``(L, d, 2)``: ``v_{1,t}`` (second column zero) or the plane of a complex ``λ_{1,t}``.
+        v2: ``(L, d, 2)``: the same for the *next* eigen-direction (the one ``gap_ratio`` refers to; a
+            conjugate partner is skipped), the ``v_{2,t}`` null of power-method §6.
+        v12: ``(L, d, 4)``: ``span{v_1, v_2}`` (real and imaginary parts of both, QR; 2 to 4 columns used).
+        k1, k12: the dimensions actually used by ``v1`` and ``v12`` per layer.
+        lambda1: ``(L,)`` complex principal eigenvalues. lambda1_complex: ``(L,)`` bool.
+        gap_ratio: ``(L,)`` ``|λ_next|/|λ_1|``: the rate of convergence to ``v1``.
+        subspace_ratio: ``(L,)`` modulus of the first eigenvalue outside ``v12``, over ``|λ_1|``: the rate
+            of convergence to ``span{v_1, v_2}``.
+    """
+
+    v1: np.ndarray
+    v2: np.ndarray
+    v12: np.ndarray
+    k1: np.ndarray
+    k12: np.ndarray
+    lambda1: np.ndarray
+    lambda1_complex: np.ndarray
+    gap_ratio: np.ndarray
+    subspace_ratio: np.ndarray
+
+    @property
+    def n_layers(self) -> int:
+        """``L``."""
+        return self.v1.shape[0]
+
+    def layer(self, t: int) -> EigenBases:
+        """The bases of layer ``t`` alone (``L = 1``), e.g. to iterate one shared layer."""
+        s = slice(t, t + 1)
+        return EigenBases(*(getattr(self, f)[s] for f in self.__dataclass_fields__))
+
+
+def _direction_groups(lams: np.ndarray) -> list[list[int]]:
+    """Group sorted eigenvalue indices into directions: a real one alone, a conjugate pair together."""
+    scale = abs(lams[0]) if lams.size else 0.0
+    groups, k = [], 0
+    while k < lams.size:
+        pair = bool(spectra.is_complex(lams[k], scale)) and k + 1 < lams.size
+        groups.append([k, k + 1] if pair else [k])
+        k += 2 if pair else 1
+    return groups
+
+
+def _basis(V: np.ndarray, idx: Sequence[int], width: int) -> tuple[np.ndarray, int]:
+    """Orthonormal basis of the real span of the eigenvectors ``V[:, idx]`` (one per group member pair), padded."""
+    cols = []
+    for k in idx:
+        v = V[:, k]
+        cols.append(v.real)
+        if np.linalg.norm(v.imag) > 1e-12:
+            cols.append(v.imag)
+    Q, R = np.linalg.qr(np.stack(cols, axis=1))
+    keep = np.abs(np.diag(R)) > 1e-10 * np.abs(np.diag(R)).max()
+    Q = Q[:, keep]
+    out = np.zeros((V.shape[0], width))
+    out[:, : Q.shape[1]] = Q
+    return out, int(Q.shape[1])
+
+
+def eigen_bases(F: Any) -> EigenBases:
+    """Leading eigen-directions of every layer matrix in ``F`` (``(L, d, d)``, or one ``(d, d)``).
+
+    Full float64 LAPACK eigendecomposition per layer (:func:`lib.spectra.eig`), so the cost is about
+    ``L · d³``; share one call for shared-weight models (pass ``F[:1]``). For a conjugate pair the real
+    and imaginary parts of one member span the plane; the members of a pair are one direction.
+    """
+    F64 = spectra.as_float64(F)
+    if F64.ndim == 2:
+        F64 = F64[None]
+    fields: dict[str, list] = {k: [] for k in EigenBases.__dataclass_fields__}
+    for M in F64:
+        lams, V = spectra.eig(M)
+        groups = _direction_groups(lams)
+        if len(groups) < 2:
+            raise ValueError("F must have at least two eigen-directions (d >= 2)")
+        first, second = groups[0], groups[1]
+        b1, k1 = _basis(V, first[:1], 2)
+        b2, _ = _basis(V, second[:1], 2)
+        b12, k12 = _basis(V, [first[0], second[0]], 4)
+        top = abs(lams[0])
+        nxt = groups[2][0] if len(groups) > 2 else None
+        vals = dict(
+            v1=b1, v2=b2, v12=b12, k1=k1, k12=k12, lambda1=lams[0],
+            lambda1_complex=len(first) == 2,
+            gap_ratio=abs(lams[second[0]]) / top,
+            subspace_ratio=abs(lams[nxt]) / top if nxt is not None else 0.0,
+        )
+        for k, v in vals.items():
+            fields[k].append(v)
+    return EigenBases(**{k: np.asarray(v) for k, v in fields.items()})
+
+
+# -- alignments ------------------------------------------------------------------------------------------
+def _subspace_align(X: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``‖Bᵀx‖/‖x‖`` for ``X (T, N, d)`` against per-layer ``B (T, d, k)`` (or one shared ``(d, k)``)."""
+    proj = np.einsum("tnd,tdk->tnk", X, B) if B.ndim == 3 else X @ B
+    return np.linalg.norm(proj, axis=-1) / np.linalg.norm(X, axis=-1)
+
+
+def token_alignments(ts: TokenStates, bases: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-token alignments of each layer's input and output with that layer's basis.
+
+    Args:
+        ts: token states ``(T+1, N, d)``.
+        bases: ``(T, d, k)`` one orthonormal (zero-padded) basis per layer, or ``(d, k)`` for all layers.
+
+    Returns:
+        ``(a_in, a_out)``, float64 ``(T, N)``: ``a(x(t), B_t)`` and ``a(x(t+1), B_t)``.
+    """
+    B = spectra.as_float64(bases)
+    X = ts.states
+    if B.ndim == 3 and B.shape[0] != ts.steps:
+        raise ValueError(f"{B.shape[0]} bases for {ts.steps} layers")
+    if B.shape[-2] != ts.d:
+        raise ValueError(f"bases have d = {B.shape[-2]}, states have d = {ts.d}")
+    return _subspace_align(X[:-1], B), _subspace_align(X[1:], B)
+
+
+def step_alignment(ts: TokenStates, basis: np.ndarray) -> np.ndarray:
+    """``a(x(t), B)`` for every step ``t = 0..T`` and token against one fixed basis ``(d, k)``: ``(T+1, N)``."""
+    return _subspace_align(ts.states, spectra.as_float64(basis))
+
+
+# -- statistics over prompts -------------------------------------------------------------------------
+def _prompt_sums(values: np.ndarray, prompt: np.ndarray, n_prompts: int) -> np.ndarray:
+    """Sum ``values (..., N)`` per prompt: ``(..., P)`` (one matrix product, no Python loop)."""
+    onehot = np.zeros((prompt.size, n_prompts))
+    onehot[np.arange(prompt.size), prompt] = 1.0
+    return values @ onehot
+
+
+def bootstrap_ratio(
+    sums: np.ndarray, counts: np.ndarray, *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token-weighted mean ``Σ_p sums_p / Σ_p counts_p`` and its percentile bootstrap interval over prompts.
+
+    Args:
+        sums: ``(..., P)`` per-prompt sums of the per-token quantity.
+        counts: ``(P,)`` tokens per prompt.
+        n_boot: bootstrap resamples (prompts drawn with replacement).
+        ci: coverage of the interval.
+        seed: seed of ``numpy.random.default_rng``.
+
+    Returns:
+        ``(estimate, lo, hi)``, each of shape ``sums.shape[:-1]``.
+    """
+    sums, counts = np.asarray(sums, dtype=np.float64), np.asarray(counts, dtype=np.float64)
+    P = counts.size
+    est = sums.sum(-1) / counts.sum()
+    if n_boot <= 0:
+        return est, np.full_like(est, np.nan), np.full_like(est, np.nan)
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, P, size=(n_boot, P))
+    weights = np.zeros((n_boot, P))
+    np.add.at(weights, (np.arange(n_boot)[:, None], draws), 1.0)  # multiplicity of each prompt
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = (sums @ weights.T) / (weights @ counts)  # (..., n_boot)
+    q = (1 - ci) / 2
+    lo, hi = np.nanquantile(boot, [q, 1 - q], axis=-1)
+    return est, lo, hi
+
+
+def gamma_rho(
+    ts: TokenStates,
+    bases: np.ndarray | EigenBases,
+    *,
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """γ_t, γ_t^in, Δγ_t and ρ_t per layer, with bootstrap intervals over prompts (reconstructed [ours]).
+
+    Args:
+        ts: token states (select the tokens first, e.g. ``ts.select("content")``).
+        bases: :class:`EigenBases` (its ``v1``: the planar variant where ``λ_1`` is complex) or any
+            ``(T, d, k)`` / ``(d, k)`` bases.
+        n_boot, ci, seed: see :func:`bootstrap_ratio`.
+
+    Returns:
+        One row per layer (``layer`` 1-based) with ``gamma``, ``gamma_in``, ``tilt``, ``rho`` and
+        ``*_lo`` / ``*_hi`` interval columns, plus ``tokens`` and ``prompts`` (those with a kept token).
+    """
+    B = bases.v1 if isinstance(bases, EigenBases) else bases
+    a_in, a_out = token_alignments(ts, B)
+    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
+    per_token = {"gamma": a_out, "gamma_in": a_in, "tilt": a_out - a_in, "rho": (a_out > a_in).astype(np.float64)}
+    out = {"layer": np.arange(1, ts.steps + 1)}
+    for name, vals in per_token.items():
+        est, lo, hi = bootstrap_ratio(_prompt_sums(vals, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
+        out.update({name: est, f"{name}_lo": lo, f"{name}_hi": hi})
+    out["tokens"] = np.full(ts.steps, ts.prompt.size)
+    out["prompts"] = np.full(ts.steps, int((counts > 0).sum()))
+    return pd.DataFrame(out)
+
+
+def random_null(ts: TokenStates, *, m: int = 100, seed: int = 0, ci: float = 0.95) -> pd.DataFrame:
+    """γ_t and ρ_t against ``m`` random unit directions ``u`` instead of ``v_{1,t}`` (anisotropy control).
+
+    The same ``u`` serves every layer. Real hidden states are far from isotropic, so ``γ_t(u)`` can sit
+    well above ``b_d`` and ``ρ_t(u)`` away from 0.5; ``ρ_t > 0.5`` means something only next to this null.
+
+    Returns:
+        One row per layer with ``gamma_null`` / ``rho_null`` (mean over the draws) and ``*_lo`` / ``*_hi``
+        (the central ``ci`` range of the draws: the null distribution, not an interval for its mean).
+    """
+    U = random_directions(ts.d, m, seed)
+    X = ts.states
+    a = np.abs(X @ U.T) / np.linalg.norm(X, axis=-1, keepdims=True)  # (T+1, N, m)
+    a_in, a_out = a[:-1], a[1:]
+    gam = a_out.mean(axis=1)  # (T, m)
+    rho = (a_out > a_in).mean(axis=1)
+    q = (1 - ci) / 2
+    out = {"layer": np.arange(1, ts.steps + 1)}
+    for name, vals in (("gamma_null", gam), ("rho_null", rho)):
+        lo, hi = np.quantile(vals, [q, 1 - q], axis=1)
+        out.update({name: vals.mean(axis=1), f"{name}_lo": lo, f"{name}_hi": hi})
+    return pd.DataFrame(out)
+
+
+def cross_layer(ts: TokenStates, bases: np.ndarray | EigenBases) -> tuple[np.ndarray, np.ndarray]:
+    """γ and ρ of layer ``t``'s input/output against the direction of *every* layer ``s``.
+
+    Returns:
+        ``(gamma, rho)``, each ``(T, S)``: entry ``[t, s]`` uses ``B_s``. The diagonal is ``(γ_t, ρ_t)``;
+        the off-diagonal entries are the "``v_1`` of another layer" null.
+    """
+    B = bases.v1 if isinstance(bases, EigenBases) else spectra.as_float64(bases)
+    X = ts.states
+    proj = np.linalg.norm(np.einsum("tnd,sdk->tsnk", X, B), axis=-1) / np.linalg.norm(X, axis=-1)[:, None, :]
+    a_in, a_out = proj[:-1], proj[1:]  # (T, S, N)
+    return a_out.mean(-1), (a_out > a_in).mean(-1)
+
+
+def shared_convergence(
+    ts: TokenStates, eb: EigenBases, *, anchor: int = 20, n_boot: int = 200, seed: int = 0
+) -> pd.DataFrame:
+    """Distance of iterated tokens to the principal direction (or plane) and to ``span{v_1, v_2}``, per step.
+
+    For a shared layer (``eb`` of one layer), the power-method picture predicts that the sine of the
+    angle between a token and its target shrinks like ``C · r^t`` with ``r = gap_ratio`` (target
+    ``v_1``, or the plane of a complex pair) or ``r = subspace_ratio`` (target ``span{v_1, v_2}``)
+    [paper: rates set by the gap; form ours, §5]. ``C`` is fitted at step ``anchor`` (after the tokens of
+    a prompt have had time to reach consensus), so only the *slope* is a prediction.
+
+    Returns:
+        Long format: ``step``, ``target``, ``alignment`` (mean ``a``) with bootstrap ``lo``/``hi`` over
+        prompts, ``distance`` (mean ``sqrt(1 − a²)``), ``predicted`` (``C r^t``) and ``rate`` (``r``).
+    """
+    if eb.n_layers != 1:
+        raise ValueError("shared_convergence needs the bases of one shared layer (use EigenBases.layer(t))")
+    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
+    steps = np.arange(ts.steps + 1)
+    frames = []
+    targets = (
+        ("plane of λ₁, λ̄₁" if eb.lambda1_complex[0] else "v₁", eb.v1[0], float(eb.gap_ratio[0])),
+        ("span{v₁, v₂}", eb.v12[0], float(eb.subspace_ratio[0])),
+    )
+    for name, B, rate in targets:
+        a = step_alignment(ts, B)  # (T+1, N)
+        dist = np.sqrt(np.clip(1.0 - a**2, 0.0, None))
+        est, lo, hi = bootstrap_ratio(_prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, seed=seed)
+        dmean = _prompt_sums(dist, ts.prompt, ts.n_prompts).sum(-1) / counts.sum()
+        k = min(anchor, ts.steps)
+        frames.append(pd.DataFrame({
+            "step": steps, "target": name, "alignment": est, "lo": lo, "hi": hi, "distance": dmean,
+            "predicted": dmean[k] * rate ** (steps - k), "rate": rate,
+        }))
+    return pd.concat(frames, ignore_index=True)
+
+
+# -- exercise checker ------------------------------------------------------------------------------------
+def check_gamma_rho(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], Any], verbose: bool = True) -> bool:
+    """Check a student's ``fn(X_in, X_out, v) -> (gamma, rho)`` for one layer.
+
+    ``X_in`` and ``X_out`` are ``(N, d)`` token states entering and leaving the layer, ``v`` a unit
+    ``(d,)`` direction. ``gamma`` is the mean absolute cosine of the outputs with ``v`` and ``rho`` the
+    fraction of tokens whose absolute cosine increases. References come from :func:`gamma_rho`.
+    """
+    from lib.exercises import _run_checks
+
+    rng = np.random.default_rng(7)
+    d, N = 16, 40
+    v = random_directions(d, 1, seed=3)[0]
+    X_in = rng.standard_normal((N, d))
+    X_out = X_in + 1.5 * rng.standard_normal((N, 1)) * v  # pushed along ±v: mostly increases
+
+    def reference(Xi, Xo, u):
+        ts = TokenStates.from_trajectories([np.stack([Xi, Xo])])
+        row = gamma_rho(ts, u[:, None], n_boot=0).iloc[0]
+        return row.gamma, row.rho
+
+    def compare(Xi, Xo, u):
+        g, r = (float(z) for z in fn(Xi.copy(), Xo.copy(), u.copy()))
+        G, R = reference(Xi, Xo, u)
+        ok = abs(g - G) < 1e-10 and abs(r - R) < 1e-10
+        return ok, f"got (γ, ρ) = ({g:.4f}, {r:.4f}), expected ({G:.4f}, {R:.4f})"
+
+    cases = [
+        ("random tokens, pushed along ±v", lambda: compare(X_in, X_out, v)),
+        ("sign of v does not matter (absolute cosine)", lambda: compare(X_in, X_out, -v)),
+        ("token norms do not matter (cosine, not dot product)", lambda: compare(3.0 * X_in, 0.1 * X_out, v)),
+        ("no change gives ρ = 0 (strict increase)", lambda: compare(X_in, X_in.copy(), v)),
+    ]
+    return _run_checks("check_gamma_rho", cases, verbose)

@@ -1,0 +1,138 @@
+"""Altair builders for chapter 3 (real-model experiments).
+
+Every builder takes the long-format tables of :mod:`lib.alignment_stats` / :mod:`lib.real_models` and a
+``model`` label that :func:`lib.plotting.titled` puts in the subtitle.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from lib.plotting import titled
+
+__all__ = ["convergence_chart", "cross_layer_chart", "gamma_rho_chart", "spectrum_summary_chart"]
+
+_LEGEND = alt.Legend(orient="bottom", columns=2)
+
+
+def _ci_panel(
+    df: pd.DataFrame, metric: str, *, title: str, reference: float, ref_label: str,
+    null: pd.DataFrame | None, null_col: str, width: int, height: int,
+) -> alt.LayerChart:
+    """One metric against layer: per-variant line, bootstrap error bars, a grey null band and a reference rule."""
+    base = alt.Chart(df).encode(
+        x=alt.X("layer:O", title="layer t (1-based)"),
+        color=alt.Color("variant:N", title=None, legend=_LEGEND),
+    )
+    line = base.mark_line(point=True).encode(
+        y=alt.Y(f"{metric}:Q", title=title, scale=alt.Scale(zero=False)),
+        tooltip=["variant:N", "layer:O", alt.Tooltip(f"{metric}:Q", format=".4f"),
+                 alt.Tooltip(f"{metric}_lo:Q", format=".4f"), alt.Tooltip(f"{metric}_hi:Q", format=".4f")],
+    )
+    bars = base.mark_errorbar(ticks=True).encode(y=f"{metric}_lo:Q", y2=f"{metric}_hi:Q")
+    rule_df = pd.DataFrame({"y": [reference], "what": [ref_label]})
+    rule = alt.Chart(rule_df).mark_rule(strokeDash=[5, 4], color="black").encode(
+        y="y:Q", tooltip=["what:N", alt.Tooltip("y:Q", format=".4f")]
+    )
+    layers = [rule, bars, line]
+    if null is not None:
+        band_df = null.groupby("layer", as_index=False).agg(lo=(f"{null_col}_lo", "min"), hi=(f"{null_col}_hi", "max"))
+        band = alt.Chart(band_df).mark_area(opacity=0.18, color="gray").encode(
+            x="layer:O", y="lo:Q", y2="hi:Q",
+            tooltip=[alt.Tooltip("lo:Q", format=".3f", title="null 2.5%"), alt.Tooltip("hi:Q", format=".3f", title="null 97.5%")],
+        )
+        layers.insert(0, band)
+    return alt.layer(*layers).properties(width=width, height=height)
+
+
+def gamma_rho_chart(
+    results: pd.DataFrame, *, baseline: float, model: str, null: pd.DataFrame | None = None,
+    title: str = "γ_t and ρ_t per layer (reconstructed definitions)", width: int = 270, height: int = 210,
+) -> alt.TopLevelMixin:
+    """Two panels: γ_t against ``b_d`` and ρ_t against 0.5, one line per ``variant``.
+
+    Args:
+        results: rows of :func:`lib.alignment_stats.gamma_rho` with an added ``variant`` column.
+        baseline: ``b_d`` (dashed rule on the γ panel).
+        null: rows of :func:`lib.alignment_stats.random_null` (any variants); the grey band spans their
+            central 95% of random directions.
+    """
+    g = _ci_panel(results, "gamma", title="γ_t = mean a(x(t+1), v₁,t)", reference=baseline,
+                  ref_label="random baseline b_d", null=null, null_col="gamma_null", width=width, height=height)
+    r = _ci_panel(results, "rho", title="ρ_t = P[a increases across layer t]", reference=0.5,
+                  ref_label="0.5", null=null, null_col="rho_null", width=width, height=height)
+    return titled(alt.hconcat(g, r), title, model)
+
+
+def convergence_chart(
+    df: pd.DataFrame, *, model: str, baseline: float,
+    title: str = "Iterating one shared layer: distance to the principal direction", width: int = 270, height: int = 210,
+) -> alt.TopLevelMixin:
+    """Left: mean alignment with each target against the step, with a bootstrap band, and ``b_d``.
+    Right: mean ``sin ∠`` (log scale, solid) against the power-method rate ``C·r^t`` (dashed).
+
+    Args:
+        df: rows of :func:`lib.alignment_stats.shared_convergence` (optionally with a ``variant``
+            column; then the panels are repeated per variant, one row each).
+    """
+    df = df.copy()
+    df["rate_label"] = df["target"] + " (r = " + df["rate"].map(lambda r: f"{r:.3f}") + ")"
+    base = alt.Chart(df).encode(x=alt.X("step:Q", title="step t"), color=alt.Color("target:N", title=None, legend=_LEGEND))
+    band = base.mark_area(opacity=0.2).encode(y="lo:Q", y2="hi:Q")
+    align = base.mark_line().encode(
+        y=alt.Y("alignment:Q", title="mean alignment a", scale=alt.Scale(domain=[0, 1])),
+        tooltip=["target:N", "step:Q", alt.Tooltip("alignment:Q", format=".4f")],
+    )
+    rule = alt.Chart(pd.DataFrame({"y": [baseline]})).mark_rule(strokeDash=[5, 4], color="black").encode(y="y:Q")
+    left = alt.layer(band, align, rule).properties(width=width, height=height)
+    long = df.melt(id_vars=["step", "target", "rate_label"], value_vars=["distance", "predicted"], var_name="curve", value_name="sin")
+    long = long[(long["sin"] > 1e-12) & (long["sin"] <= 1.5)]
+    right = alt.Chart(long).mark_line().encode(
+        x=alt.X("step:Q", title="step t"),
+        y=alt.Y("sin:Q", title="mean sin ∠(x_t, target)", scale=alt.Scale(type="log")),
+        color=alt.Color("target:N", title=None),
+        strokeDash=alt.StrokeDash("curve:N", title=None, sort=["distance", "predicted"], legend=_LEGEND),
+        detail="rate_label:N",
+        tooltip=["rate_label:N", "curve:N", "step:Q", alt.Tooltip("sin:Q", format=".2e")],
+    ).properties(width=width, height=height)
+    return titled(alt.hconcat(left, right), title, model)
+
+
+def cross_layer_chart(
+    matrix: np.ndarray, *, model: str, metric: str, title: str, fmt: str = ".3f", width: int = 220, height: int = 200,
+) -> alt.TopLevelMixin:
+    """Heatmap of ``matrix[t, s]``: tokens crossing layer ``t`` (rows) measured against ``v₁`` of layer ``s``."""
+    T, S = matrix.shape
+    df = pd.DataFrame({
+        "layer t (tokens)": np.repeat(np.arange(1, T + 1), S),
+        "direction v₁ of layer s": np.tile(np.arange(1, S + 1), T),
+        metric: matrix.reshape(-1),
+    })
+    base = alt.Chart(df).encode(x="direction v₁ of layer s:O", y="layer t (tokens):O")
+    heat = base.mark_rect().encode(color=alt.Color(f"{metric}:Q", scale=alt.Scale(scheme="viridis")),
+                                   tooltip=["layer t (tokens):O", "direction v₁ of layer s:O", alt.Tooltip(f"{metric}:Q", format=fmt)])
+    text = base.mark_text(fontSize=9).encode(text=alt.Text(f"{metric}:Q", format=fmt), color=alt.value("white"))
+    return titled(alt.layer(heat, text).properties(width=width, height=height), title, model)
+
+
+def spectrum_summary_chart(
+    table: pd.DataFrame, *, model: str, title: str = "Principal eigenvalue of F per model",
+    width: int = 260, height: int = 200,
+) -> alt.TopLevelMixin:
+    """Gap ratio ``|λ_next|/|λ₁|`` (left) and ``|λ₁|`` (right) per row of a spectrum table, shape = λ₁ complex?
+
+    ``table`` needs ``model``, ``layer``, ``gap_ratio``, ``spectral_radius`` and ``lambda1_complex``; rows are
+    labelled ``model · layer``.
+    """
+    df = table.copy()
+    df["row"] = df["model"] + " · layer " + df["layer"].astype(str)
+    base = alt.Chart(df).encode(
+        y=alt.Y("row:N", title=None, sort=list(df["row"])),
+        shape=alt.Shape("lambda1_complex:N", title="λ₁ complex?", legend=_LEGEND),
+        tooltip=["row:N", "lambda1:N", alt.Tooltip("gap_ratio:Q", format=".4f"), alt.Tooltip("spectral_radius:Q", format=".4f")],
+    )
+    gap = base.mark_point(filled=True, size=70).encode(x=alt.X("gap_ratio:Q", title="|λ_next| / |λ₁|", scale=alt.Scale(zero=False)))
+    rad = base.mark_point(filled=True, size=70).encode(x=alt.X("spectral_radius:Q", title="|λ₁|", scale=alt.Scale(type="log")))
+    return titled(alt.hconcat(gap.properties(width=width, height=height), rad.properties(width=width, height=height)), title, model)
