@@ -169,8 +169,11 @@ def attention_matrices(
         raise ValueError(f"attention must be 'softmax' or 'uniform', got {attention!r}")
     q = _heads(_t64(w.Q), None if w.b_Q is None else _t64(w.b_Q), X, H, dh)
     k = _heads(_t64(w.K), None if w.b_K is None else _t64(w.b_K), X, H, dh)
-    s = (q @ k.transpose(-1, -2)) * (float(w.score_scale) * float(beta))
-    s = s.masked_fill(~mask, float("-inf"))
+    # Scale the (n, d_h) queries, not the (n, n) scores, and skip the mask when nothing is hidden:
+    # two fewer passes over the H·n² scores.
+    s = (q * (float(w.score_scale) * float(beta))) @ k.transpose(-1, -2)
+    if not bool(mask.all()):
+        s = s.masked_fill(~mask, float("-inf"))
     return torch.softmax(s, dim=-1)
 
 
