@@ -25,6 +25,9 @@ from lib.spectra import TAU_COMPLEX, as_float64, eigvals
 
 __all__ = [
     "FunnelResult",
+    "check_effective_rank",
+    "check_schur_normal",
+    "funnel_variants",
     "complex_fraction",
     "cumulative_product",
     "effective_rank",
@@ -280,3 +283,56 @@ def ginibre_simulation(d: int, draws: int = 5, seed: int = 0) -> dict[str, float
         dh.append(henrici(G) / np.linalg.norm(G))
         rr.append(rotation_fraction(G))
     return {"f_C": float(np.mean(fc)), "delta_H": float(np.mean(dh)), "r_rot": float(np.mean(rr))}
+
+
+def funnel_variants(Jbar, k: int | None = None, seed: int = 0) -> dict[str, FunnelResult]:
+    """The funnel of ``J̄`` and of its two controls: ``{"trained", "Schur-normal", "shuffled Schur"}``.
+
+    Each control is applied layer by layer (same eigenvalues as ``J̄_l``), then multiplied as usual.
+    The key ``"trained"`` means "the matrices as given" (pass a random twin's ``J̄`` to get its funnel).
+    """
+    Js = as_float64(Jbar)
+    return {
+        "as measured": cumulative_product(Js, k),
+        "Schur-normal": cumulative_product(np.stack([schur_normal(J) for J in Js]), k),
+        "shuffled Schur": cumulative_product(np.stack([shuffled_schur(J, seed=seed + l) for l, J in enumerate(Js)]), k),
+    }
+
+
+def check_effective_rank(student_fn) -> str:
+    """Exercise checker: compare ``student_fn(M) -> float`` with :func:`effective_rank` on test matrices.
+
+    Raises ``AssertionError`` with a hint on the first mismatch; returns a success message.
+    """
+    rng = np.random.default_rng(0)
+    cases = {
+        "identity (d = 6)": np.eye(6),
+        "rank one": np.outer(np.arange(1.0, 5.0), np.ones(4)),
+        "random 8 × 8": rng.standard_normal((8, 8)),
+        "scaled by 1e6": 1e6 * rng.standard_normal((5, 5)),
+        "with a zero singular value": np.diag([3.0, 1.0, 0.0]),
+    }
+    for name, M in cases.items():
+        got, want = float(student_fn(M)), effective_rank(M)
+        assert abs(got - want) <= 1e-8 * max(1.0, want), (
+            f"{name}: got {got:.6g}, expected {want:.6g}. Use p_i = σ_i² / Σσ² (squared singular values), "
+            "drop p_i = 0, and return exp of the entropy."
+        )
+    return f"All {len(cases)} cases agree with lib.nonnormal.effective_rank."
+
+
+def check_schur_normal(student_fn) -> str:
+    """Exercise checker for ``student_fn(M) -> N``: same eigenvalues as ``M`` and exactly normal."""
+    rng = np.random.default_rng(1)
+    for d in (4, 9, 30):
+        M = np.eye(d) + rng.standard_normal((d, d)) / np.sqrt(d)
+        N = as_float64(student_fn(M))
+        la, lb = np.sort_complex(np.linalg.eigvals(M)), np.sort_complex(np.linalg.eigvals(N))
+        err = np.max(np.abs(la - lb)) / np.max(np.abs(la))
+        assert err < 1e-8, f"d = {d}: the eigenvalues moved (relative error {err:.2e})."
+        res = normality_residual(N)
+        assert res < 1e-10, (
+            f"d = {d}: N Nᵀ ≠ Nᵀ N (residual {res:.2e}). Did you keep the raw 2×2 Schur blocks? "
+            "Replace [[a, b], [c, a]] by [[a, s], [-s, a]] with s = sign(b)·sqrt(-bc)."
+        )
+    return "Same eigenvalues and exactly normal on all three test matrices."
