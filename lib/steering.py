@@ -1,0 +1,583 @@
+"""Steering by a rank-1 edit of one layer's output matrix (power-method §7), and its baseline.
+
+The paper's claim [paper]: adding a large enough rank-1 perturbation to the **output matrix of the
+last layer** opens a large spectral gap, so that a chosen direction ``u`` becomes the principal
+eigenvector of ``F_L = O_L V_L`` and the tokens align with it. The formulas below are **our
+reconstruction** [ours]; the paper's exact ``w``, ``α`` and evaluation are unknown.
+
+The edit (column convention, ``y = W x``)::
+
+    O_L ← O_L + α u wᵀ,    w ∈ R^{H·d_h},    F_L' = F_L + α u zᵀ,    z = V_Lᵀ w,    c = zᵀ u
+
+* ``V_L`` is the value matrix with key/value heads **expanded** (``H·d_h × d``): the real output
+  projection acts on the ``H·d_h`` concatenated head outputs, and head ``h`` reads KV head
+  ``h // (H / n_kv)``.
+* **Choice of w** (:func:`choose_w`) [ours]:
+
+  - ``V_L`` square and well conditioned (``σ_min/σ_max > 1e-8``): ``w = V_L^{-T} u`` by a linear
+    solve, so ``z = u``, ``c = 1`` and ``F_L' = F_L + α u uᵀ`` exactly;
+  - otherwise (**documented fallback**: grouped-query attention makes ``V_L`` rank-deficient; Gemma-2
+    has ``H·d_h ≠ d``): the minimum-norm least-squares solution of ``V_Lᵀ w = u``, i.e.
+    ``w = pinv(V_L)ᵀ u``. Then ``z`` is the projection of ``u`` on the row space of ``V_L`` and
+    ``c = ‖z‖²``; ``z = u`` again whenever ``V_L`` has full column rank (Gemma-2).
+    ``F_L' u = F_L u + α c u`` for any ``w`` with ``c ≠ 0``.
+
+* **α** is absolute, or, with ``relative=True``, in units of the spectral radius: ``α|c| =
+  alpha · |λ_1(F_L)|`` (so ``alpha = 10`` is the default of power-method §7 whatever ``c`` is).
+
+Measurements (:func:`spectral_report`, :func:`simplified_alignment`, :func:`real_alignment`,
+:func:`target_report`, :func:`nearest_tokens`) and the **activation-addition baseline**
+(:func:`activation_addition`: add ``s·u`` to the same module's output, every token, with ``s``
+matched to the mean norm of the eigen-edit's change, :func:`matched_strength`) are here too. The lab
+(:mod:`lib.steering_lab`) puts them together.
+
+**ALBERT**: its layers share one module, so "the last layer's ``O``" is every layer's ``O``.
+:func:`steer` refuses it unless ``allow_shared=True``, in which case it edits the shared module and
+therefore every layer (``model.layer_matrices()`` then shows ``F'`` at every depth).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from lib import dynamics, spectra
+from lib.errors import InputError
+
+__all__ = [
+    "ALPHA_SWEEP",
+    "Direction",
+    "SteeringEdit",
+    "activation_addition",
+    "as_direction",
+    "check_steering_w",
+    "choose_w",
+    "concept_direction",
+    "difference_direction",
+    "head_outputs",
+    "matched_strength",
+    "maybe_steer",
+    "nearest_tokens",
+    "one_thread",
+    "unit_embeddings",
+    "prepare_edit",
+    "sign_agreement",
+    "random_direction",
+    "real_alignment",
+    "simplified_alignment",
+    "spectral_report",
+    "steer",
+    "target_report",
+    "word_direction",
+]
+
+ALPHA_SWEEP: tuple[float, ...] = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+"""The sweep of ``α|c| / |λ_1(F_L)|`` suggested by power-method §7 (0 means: no edit)."""
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch and BLAS on one thread: for these small models on a busy shared CPU, spinning threads
+    made forward passes and 128×128 eigendecompositions 20–40× slower."""
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
+SOLVE_RCOND = 1e-8
+"""``V_L`` counts as invertible when it is square and ``σ_min/σ_max`` exceeds this."""
+
+
+# -- directions ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Direction:
+    """A steering target: a unit vector ``u`` (float64, ``(d,)``) and how it was made.
+
+    Attributes:
+        vector: unit float64 ``(d,)``.
+        label: short name for figures (``"word: sea"``, ``"concept: sea − rest"``, ``"random (seed 0)"``).
+        kind: ``"word"``, ``"difference"``, ``"concept"``, ``"random"`` or ``"vector"``.
+        token_id: the target token for word directions (used by :func:`target_report`), else ``None``.
+    """
+
+    vector: np.ndarray
+    label: str
+    kind: str = "vector"
+    token_id: int | None = None
+
+
+def as_direction(direction: Any, d: int | None = None, label: str = "vector") -> Direction:
+    """Validate and normalize a direction: a :class:`Direction`, or any vector (NumPy, torch, list).
+
+    Raises:
+        InputError: wrong shape, non-finite entries, or the zero vector.
+    """
+    if isinstance(direction, Direction):
+        vec, label, kind, tok = direction.vector, direction.label, direction.kind, direction.token_id
+    else:
+        vec, kind, tok = direction, "vector", None
+    u = spectra.as_float64(vec)
+    if u.ndim != 1:
+        raise InputError(f"a direction must be one vector of shape (d,), got shape {u.shape}")
+    if d is not None and u.shape[0] != d:
+        raise InputError(f"the direction has {u.shape[0]} entries but the model has d = {d}")
+    if not np.all(np.isfinite(u)):
+        raise InputError("the direction contains NaN or infinite entries")
+    norm = float(np.linalg.norm(u))
+    if norm == 0.0:
+        raise InputError("the direction is the zero vector; steering needs a nonzero direction u")
+    return Direction(u / norm, label, kind, tok)
+
+
+def _vocab(model: Any) -> dict[str, int]:
+    if model.tokenizer is None:
+        raise InputError(f"{model.label} has no tokenizer, so words cannot be looked up; pass a vector instead")
+    return model.tokenizer.get_vocab()
+
+
+def _token_id(model: Any, word: str) -> int:
+    """The id of ``word`` as one token of the model's vocabulary, or an error naming close matches."""
+    if not isinstance(word, str) or not word.strip():
+        raise InputError(f"a word must be a non-empty string, got {word!r}")
+    vocab = _vocab(model)
+    for cand in (word, word.lower(), "Ġ" + word, "▁" + word):
+        if cand in vocab:
+            return int(vocab[cand])
+    pieces = model.tokenizer.tokenize(word)
+    words = [w for w in vocab if w.isalpha()]
+    close = difflib.get_close_matches(word.lower(), words, n=5, cutoff=0.6)
+    split = f" (the tokenizer splits it into {pieces})" if len(pieces) > 1 else ""
+    hint = f"close matches: {', '.join(close)}" if close else "no close match; try a more common word"
+    raise InputError(f"'{word}' is not a single token of {model.label}'s vocabulary{split}; {hint}.")
+
+
+def _input_embeddings(model: Any) -> torch.Tensor:
+    return model.hf_model.get_input_embeddings().weight
+
+
+def _output_embeddings(model: Any) -> torch.Tensor | None:
+    head = model.hf_model.get_output_embeddings() if hasattr(model.hf_model, "get_output_embeddings") else None
+    return None if head is None else head.weight
+
+
+def word_direction(model: Any, word: str, space: str = "auto") -> Direction:
+    """The direction of one vocabulary word.
+
+    Args:
+        model: a loaded :class:`lib.models.SpectralModel`.
+        word: one token of the vocabulary (else :class:`InputError` with close matches).
+        space: ``"input"`` (the input-embedding row), ``"output"`` (the unembedding row with the final
+            norm's gain folded in: ``γ_f ⊙ W_U[k]`` for RMSNorm, ``(1 + γ_f) ⊙ W_U[k]`` for Gemma,
+            ``P(γ_f ⊙ W_U[k])`` for LayerNorm, ``P`` the centring; power-method §7 [ours]) or
+            ``"auto"`` (output when the model has an LM head, input otherwise).
+    """
+    k = _token_id(model, word)
+    W_out = _output_embeddings(model)
+    if space == "auto":
+        space = "output" if W_out is not None else "input"
+    if space == "input":
+        return Direction(as_direction(_input_embeddings(model)[k]).vector, f"word: {word}", "word", k)
+    if space != "output":
+        raise InputError(f"space must be 'auto', 'input' or 'output', got {space!r}")
+    if W_out is None:
+        raise InputError(f"{model.label} has no LM head; use space='input' (load decoders with with_lm_head=True)")
+    row = spectra.as_float64(W_out[k])
+    norm = model.adapter.final_norm(model.base)
+    if norm is not None and getattr(norm, "weight", None) is not None:
+        gain = spectra.as_float64(norm.weight)
+        if model.family == "gemma2":
+            gain = 1.0 + gain
+        row = gain * row
+        if isinstance(norm, nn.LayerNorm):
+            row = row - row.mean()
+    return Direction(as_direction(row).vector, f"word: {word}", "word", k)
+
+
+def difference_direction(model: Any, word_a: str, word_b: str, space: str = "auto") -> Direction:
+    """``u ∝ e(word_a) − e(word_b)`` (embeddings as in :func:`word_direction`); the target token is ``word_a``."""
+    a, b = word_direction(model, word_a, space), word_direction(model, word_b, space)
+    return Direction(as_direction(a.vector - b.vector).vector, f"{word_a} − {word_b}", "difference", a.token_id)
+
+
+def _mean_final_state(model: Any, prompts: Sequence[str]) -> np.ndarray:
+    """Mean over prompts of the mean final residual state over each prompt's non-special tokens."""
+    if isinstance(prompts, str) or not prompts:
+        raise InputError("prompts must be a non-empty list of strings")
+    means = []
+    for text in prompts:
+        enc = model.encode(text)
+        hs = model.hidden_states_ids(enc["input_ids"])[-1].numpy()
+        keep = ~enc["special"].numpy()
+        means.append(hs[keep].mean(0) if keep.any() else hs.mean(0))
+    return np.mean(means, axis=0)
+
+
+def concept_direction(model: Any, prompts: Sequence[str], contrast: Sequence[str] | None = None,
+                      label: str = "concept") -> Direction:
+    """A concept: the mean final hidden state of ``prompts`` (minus that of ``contrast``, if given).
+
+    Real hidden states share a large common mean (anisotropy), so a plain mean is dominated by it;
+    the contrast removes it [ours].
+    """
+    mean = _mean_final_state(model, prompts)
+    if contrast is not None:
+        mean = mean - _mean_final_state(model, contrast)
+    return Direction(as_direction(mean).vector, label, "concept", None)
+
+
+def random_direction(d: int, seed: int = 0) -> Direction:
+    """A uniformly random unit vector (the control), from ``numpy.random.default_rng(seed)``."""
+    rng = np.random.default_rng(seed)
+    return Direction(as_direction(rng.standard_normal(d)).vector, f"random (seed {seed})", "random", None)
+
+
+# -- the edit --------------------------------------------------------------------------------------
+def choose_w(V: Any, u: Any) -> tuple[np.ndarray, str]:
+    """``w`` with ``V_Lᵀ w = u`` when solvable (module docstring), and the method used.
+
+    Args:
+        V: ``(H·d_h, d)`` expanded value matrix (float64). u: unit ``(d,)``.
+
+    Returns:
+        ``(w, method)`` with ``method`` ``"solve"`` (square, invertible ``V``) or ``"pinv"`` (the
+        minimum-norm least-squares fallback).
+    """
+    V, u = spectra.as_float64(V), spectra.as_float64(u)
+    if V.shape[0] == V.shape[1]:
+        s = np.linalg.svd(V, compute_uv=False)
+        if s[-1] > SOLVE_RCOND * s[0]:
+            return np.linalg.solve(V.T, u), "solve"
+    w, *_ = np.linalg.lstsq(V.T, u, rcond=None)
+    return w, "pinv"
+
+
+@dataclass(frozen=True)
+class SteeringEdit:
+    """What :func:`steer` did (yielded by the context manager).
+
+    Attributes:
+        layer: the edited block ``l`` (0-based; figures say ``l + 1``).
+        u: unit target (float64 ``(d,)``); label: its name.
+        alpha: the absolute ``α`` applied; alpha_rel: ``α|c| / |λ_1(F_l)|``.
+        w: ``(H·d_h,)``; z: ``V_lᵀ w``; c: ``zᵀ u``; method: ``"solve"`` or ``"pinv"``.
+        radius: ``|λ_1(F_l)|`` before the edit.
+        shared: whether the edited module is shared by several layers (ALBERT).
+    """
+
+    layer: int
+    u: np.ndarray
+    label: str
+    alpha: float
+    alpha_rel: float
+    w: np.ndarray
+    z: np.ndarray
+    c: float
+    method: str
+    radius: float
+    shared: bool
+
+    @property
+    def delta_F(self) -> np.ndarray:
+        """``α u zᵀ`` (d × d, float64), the change of ``F_l``."""
+        return self.alpha * np.outer(self.u, self.z)
+
+
+def _check_alpha(alpha: Any) -> float:
+    try:
+        a = float(alpha)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"alpha must be a positive number, got {alpha!r}") from exc
+    if not math.isfinite(a) or a <= 0:
+        raise InputError(f"alpha must be positive and finite, got {alpha!r} (use no edit at all for α = 0)")
+    return a
+
+
+def _resolve_layer(model: Any, layer: int) -> int:
+    return model._check_layer(layer)
+
+
+def _is_shared(model: Any, t: int) -> bool:
+    block = model.blocks[t]
+    return sum(b is block for b in model.blocks) > 1
+
+
+def _weight_delta(module: nn.Module, family: str, u: np.ndarray, w: np.ndarray, alpha: float) -> torch.Tensor:
+    """``α u wᵀ`` in the module's own weight layout (GPT-2 ``Conv1D`` stores ``(in, out)``: ``α w uᵀ``)."""
+    D = alpha * np.outer(u, w)  # (d, H·d_h), column convention
+    weight = module.weight
+    if family == "gpt2":
+        D = D.T
+    if tuple(D.shape) != tuple(weight.shape):
+        raise RuntimeError(f"edit of shape {D.shape} does not fit the output weight of shape {tuple(weight.shape)}")
+    return torch.as_tensor(D, dtype=weight.dtype, device=weight.device)
+
+
+def prepare_edit(model: Any, direction: Any, alpha: float, *, relative: bool = True, layer: int = -1,
+                 allow_shared: bool = False, w: Any = None, radius: float | None = None) -> SteeringEdit:
+    """Compute the edit :func:`steer` would apply, without touching the model (arguments as there)."""
+    a = _check_alpha(alpha)
+    t = _resolve_layer(model, layer)
+    shared = _is_shared(model, t)
+    if shared and not allow_shared:
+        raise InputError(
+            f"{model.label}: layer {t + 1} shares its module with other layers (ALBERT), so editing its output "
+            "matrix edits every layer. Pass allow_shared=True to edit the shared layer (F' then holds at every depth)."
+        )
+    att = model.layer(t).attention
+    d = att.d_model
+    u_dir = as_direction(direction, d)
+    u = u_dir.vector
+    if w is None:
+        w, method = choose_w(att.V, u)
+    else:
+        w, method = spectra.as_float64(w), "given"
+        if w.shape != (att.V.shape[0],) or not np.all(np.isfinite(w)):
+            raise InputError(f"w must be a finite vector of shape ({att.V.shape[0]},) = (H·d_h,), got shape {w.shape}")
+    z = spectra.as_float64(att.V).T @ w
+    c = float(z @ u)
+    if abs(c) < 1e-8:
+        raise InputError(f"u is (numerically) orthogonal to the row space of V (c = {c:.1e}); no rank-1 O-edit can steer it")
+    if radius is None:
+        radius = float(spectra.spectral_radius(att.layer_matrix()))
+    alpha_abs = a * radius / abs(c) if relative else a
+    return SteeringEdit(t, u, u_dir.label, alpha_abs, alpha_abs * abs(c) / radius if radius > 0 else math.inf,
+                        w, z, c, method, radius, shared)
+
+
+@contextlib.contextmanager
+def steer(model: Any, direction: Any, alpha: float, relative: bool = True, *, layer: int = -1,
+          allow_shared: bool = False, w: Any = None, radius: float | None = None) -> Iterator[SteeringEdit]:
+    """Edit ``O_l ← O_l + α u wᵀ`` in place for the duration of a ``with`` block; restore it exactly after.
+
+    Args:
+        model: a loaded :class:`lib.models.SpectralModel` (edited in place: no copy is made).
+        direction: the target ``u`` (:class:`Direction` or any nonzero vector of length ``d``).
+        alpha: ``α > 0``; in units of ``|λ_1(F_l)|`` (``α|c| = alpha·|λ_1|``) when ``relative``.
+        layer: the block to edit (default the last, as in the paper; another layer is a control).
+        allow_shared: edit a module that several layers share (ALBERT); refused otherwise.
+        w: override the choice of :func:`choose_w` (a variant: any ``w`` with ``c = wᵀ V_l u ≠ 0``
+            makes ``u`` an eigenvector direction of ``F_l'`` for large ``α``; ``method`` is then ``"given"``).
+        radius: ``|λ_1(F_l)|`` if already known (saves one eigendecomposition in sweeps).
+
+    Yields:
+        the :class:`SteeringEdit` (``w``, ``z``, ``c``, the absolute ``α``). Inside the block
+        ``model.layer_matrices()`` and every forward pass see the edit.
+
+    The original weight tensor is cloned and copied back on exit, also after an exception, so the
+    model is bitwise identical afterwards.
+
+    Raises:
+        InputError: ``alpha ≤ 0`` or not finite, a zero/ill-shaped direction, a shared module.
+    """
+    edit = prepare_edit(model, direction, alpha, relative=relative, layer=layer, allow_shared=allow_shared, w=w,
+                        radius=radius)
+    module = model.adapter.output_module(model.blocks[edit.layer])
+    weight = module.weight
+    saved = weight.detach().clone()
+    try:
+        with torch.no_grad():
+            weight.add_(_weight_delta(module, model.family, edit.u, edit.w, edit.alpha))
+        yield edit
+    finally:
+        with torch.no_grad():
+            weight.copy_(saved)
+
+
+@contextlib.contextmanager
+def maybe_steer(model: Any, direction: Any, alpha: float, **kw: Any) -> Iterator[SteeringEdit | None]:
+    """:func:`steer`, or no edit at all when ``alpha == 0`` (the unedited reference of a sweep)."""
+    if alpha == 0:
+        yield None
+    else:
+        with steer(model, direction, alpha, **kw) as edit:
+            yield edit
+
+
+# -- the activation-addition baseline --------------------------------------------------------------
+@contextlib.contextmanager
+def activation_addition(model: Any, direction: Any, strength: float, *, layer: int = -1) -> Iterator[np.ndarray]:
+    """Add ``strength · u`` to the output of layer ``l``'s output projection, at every token [ours].
+
+    This is activation addition at the site of the eigen-edit: the eigen-edit adds
+    ``α u (wᵀ o_i)`` (a token-dependent multiple of ``u``, ``o_i`` the concatenated head outputs),
+    this adds the same ``s u`` to every token. It is exactly the same as adding ``s u`` to the
+    output projection's bias. Implemented as a forward hook, removed on exit.
+
+    Yields the unit ``u``.
+    """
+    s = float(strength)
+    if not math.isfinite(s):
+        raise InputError(f"strength must be finite, got {strength!r}")
+    t = _resolve_layer(model, layer)
+    module = model.adapter.output_module(model.blocks[t])
+    u = as_direction(direction, model.d_model).vector
+    add = torch.as_tensor(s * u, dtype=module.weight.dtype, device=module.weight.device)
+
+    def hook(_m: nn.Module, _args: Any, out: torch.Tensor) -> torch.Tensor:
+        return out + add
+
+    handle = module.register_forward_hook(hook)
+    try:
+        yield u
+    finally:
+        handle.remove()
+
+
+@torch.no_grad()
+def head_outputs(model: Any, texts: Sequence[str], layer: int = -1) -> list[np.ndarray]:
+    """The input of layer ``l``'s output projection (the concatenated head outputs ``o_i``), per text.
+
+    Returns one float64 ``(n, H·d_h)`` array per text (unedited or edited: the edit does not change it).
+    """
+    t = _resolve_layer(model, layer)
+    module = model.adapter.output_module(model.blocks[t])
+    seen: list[torch.Tensor] = []
+
+    def hook(_m: nn.Module, args: Any) -> None:
+        seen.append(args[0].detach())
+
+    out = []
+    for text in texts:
+        seen.clear()
+        handle = module.register_forward_pre_hook(hook)
+        try:
+            model.hidden_states_ids(model.encode(text)["input_ids"])
+        finally:
+            handle.remove()
+        out.append(spectra.as_float64(seen[-1][0]))
+    return out
+
+
+def matched_strength(edit: SteeringEdit, outputs: Sequence[np.ndarray]) -> float:
+    """``s`` for :func:`activation_addition` matching the eigen-edit's change: mean over tokens of
+    ``‖α u (wᵀ o_i)‖ = α |wᵀ o_i|``, with ``o_i`` from :func:`head_outputs`."""
+    proj = np.concatenate([o @ edit.w for o in outputs])
+    return float(edit.alpha * np.abs(proj).mean())
+
+
+def sign_agreement(edit: SteeringEdit, outputs: Sequence[np.ndarray]) -> float:
+    """Fraction of tokens with ``wᵀ o_i > 0``: those pushed toward ``+u`` (the rest go to ``−u``)."""
+    proj = np.concatenate([o @ edit.w for o in outputs])
+    return float((proj > 0).mean())
+
+
+# -- measurements ----------------------------------------------------------------------------------
+def spectral_report(F: Any, u: Any) -> dict[str, float]:
+    """``|<v_1(F), u>|`` (planar alignment for a complex pair), ``|λ_1|``, the gap ratio, whether λ_1 is
+    complex, and all sorted ``eigvals`` (from one eigendecomposition)."""
+    P = spectra.principal(F)
+    u = spectra.as_float64(u)
+    return {
+        "spectral_alignment": float(spectra.subspace_alignment(u, P.basis)),
+        "lambda1_modulus": float(abs(P.eigval)),
+        "gap_ratio": float(P.gap_ratio),
+        "complex": bool(P.is_complex),
+        "eigvals": P.eigvals,
+    }
+
+
+def simplified_alignment(model: Any, states0: Sequence[np.ndarray], u: Any) -> np.ndarray:
+    """Mean ``a(x_i(t), u)`` at every depth t = 0..L of the simplified FFN-free model (L2 norm, no
+    residual, live weights, so an active edit is included), started from each text's embedding output.
+
+    Args:
+        states0: one ``(n, d)`` array per text (``hidden_states[0]``).
+    Returns:
+        float64 ``(L+1,)``, averaged over every token of every text.
+    """
+    weights = [model.layer(t).attention for t in range(model.n_layers)]
+    per = [spectra.alignment(dynamics.simulate(weights, x0).numpy(), u) for x0 in states0]
+    return np.concatenate(per, axis=1).mean(1)
+
+
+def real_alignment(model: Any, texts: Sequence[str], u: Any) -> np.ndarray:
+    """Mean ``a(x_i(t), u)`` over all tokens, at every depth t = 0..L of the real forward pass (residual
+    stream, the last entry before any final norm). float64 ``(L+1,)``."""
+    hs = model.hidden_states(list(texts), progress=False)
+    return np.concatenate([spectra.alignment(h.numpy(), u) for h in hs], axis=1).mean(1)
+
+
+@torch.no_grad()
+def target_report(model: Any, texts: Sequence[str], token_id: int) -> dict[str, float]:
+    """Rank (1 = top) and probability of ``token_id`` as the next token after each text (last position),
+    averaged over texts; needs a model loaded ``with_lm_head=True``."""
+    if _output_embeddings(model) is None:
+        raise InputError(f"{model.label} has no LM head; load it with with_lm_head=True")
+    ranks, probs = [], []
+    device = next(model.hf_model.parameters()).device
+    for text in texts:
+        ids = model.encode(text)["input_ids"][None].to(device)
+        logits = model.hf_model(input_ids=ids).logits[0, -1].double()
+        p = torch.softmax(logits, -1)
+        ranks.append(int((logits > logits[token_id]).sum()) + 1)
+        probs.append(float(p[token_id]))
+    return {"rank": float(np.mean(ranks)), "median_rank": float(np.median(ranks)), "prob": float(np.mean(probs))}
+
+
+def unit_embeddings(model: Any) -> np.ndarray:
+    """The input-embedding rows scaled to unit norm, float64 ``(vocab, d)``."""
+    E = spectra.as_float64(_input_embeddings(model))
+    return E / np.linalg.norm(E, axis=1, keepdims=True)
+
+
+def nearest_tokens(model: Any, X: Any, k: int = 5, E: np.ndarray | None = None) -> list[list[str]]:
+    """The ``k`` vocabulary tokens whose input embeddings have the largest cosine with each row of ``X``
+    (``E``: :func:`unit_embeddings`, if already computed)."""
+    E = unit_embeddings(model) if E is None else E
+    X = np.atleast_2d(spectra.as_float64(X))
+    X = X / np.linalg.norm(X, axis=1, keepdims=True)
+    top = np.argsort(-(X @ E.T), axis=1)[:, :k]
+    return [model.tokenizer.convert_ids_to_tokens(row.tolist()) for row in top]
+
+
+# -- exercise checker ------------------------------------------------------------------------------
+def check_steering_w(fn: Any, verbose: bool = True) -> bool:
+    """Check the student's ``fn(V, u) -> w``: a ``w`` with ``c = wᵀ V u ≠ 0``, and ``V_Lᵀ w = u`` when solvable.
+
+    ``V`` is ``(H·d_h, d)`` (expanded value matrix), ``u`` a unit ``(d,)``. Cases: square invertible
+    (``z = u`` exactly), GQA-style repeated rows (rank-deficient: ``z`` must be the projection of ``u``
+    on the row space), and ``H·d_h > d`` with full column rank (``z = u`` again).
+    """
+    from lib.exercises import _run_checks  # the shared ✓/✗ reporter of the chapter exercises
+
+    rng = np.random.default_rng(5)
+    d = 12
+    u = rng.standard_normal(d)
+    u /= np.linalg.norm(u)
+    V_sq = rng.standard_normal((d, d))
+    V_kv = rng.standard_normal((d // 2, d))
+    V_gqa = np.repeat(V_kv.reshape(2, 3, d), 2, axis=0).reshape(d, d)  # 2 KV heads of width 3, 4 query heads
+    V_tall = rng.standard_normal((2 * d, d))
+
+    def case(V, want_exact):
+        def run():
+            w = np.asarray(fn(V.copy(), u.copy()), dtype=np.float64)
+            if w.shape != (V.shape[0],):
+                return False, f"w must have shape ({V.shape[0]},) = (H·d_h,), got {w.shape}"
+            z = V.T @ w
+            if want_exact:
+                err = np.abs(z - u).max()
+                return err < 1e-8, f"max |Vᵀw − u| = {err:.2e}; solve Vᵀ w = u (do not form an inverse)"
+            P = np.linalg.pinv(V) @ V
+            err = np.abs(z - P @ u).max()
+            return err < 1e-8, f"max |z − P_row u| = {err:.2e}; use the minimum-norm solution w = pinv(V)ᵀ u"
+        return run
+
+    return _run_checks("check_steering_w", [
+        ("square, invertible V (MHA): z = u", case(V_sq, True)),
+        ("grouped-query V (repeated rows, rank d/2): z = projection of u", case(V_gqa, False)),
+        ("H·d_h = 2d, full column rank (Gemma-2-like): z = u", case(V_tall, True)),
+    ], verbose)

@@ -1,0 +1,378 @@
+"""The steering lab (chapter 5): sweeps of the rank-1 eigen-edit, figures, a live panel and its static twin.
+
+* :class:`Lab` holds one loaded model, a fixed prompt set and the **unedited** residual streams
+  (real and simplified). An edit of block ``l`` leaves every state before it unchanged, so each
+  measurement re-runs only blocks ``l..L-1`` (the real Hugging Face blocks, through
+  ``model.layer(t)``, bit-identical to a full forward pass) and the simplified layers after ``l``.
+  :meth:`Lab.run` measures one ``(direction, α, layer)``: alignment with ``u`` at every depth (real,
+  simplified, and the activation-addition baseline at matched norm), the spectrum of ``F_l'``, and the
+  output: target-token rank and a greedy continuation (LM head), or the nearest vocabulary tokens
+  and cosine with ``u`` of the sentence embedding (encoder).
+* :func:`sweep` runs a grid of α and directions into long tables; :func:`fluency` measures held-out
+  perplexity (decoder) or embedding retention (encoder) against α.
+* :func:`static_lab` draws the kernel-free explorer (Altair sliders over the precomputed grid);
+  :func:`widget_lab` is the ipywidgets panel (JupyterLab), which re-runs :meth:`Lab.run` live.
+
+Provenance: the edit, the choice of ``w`` and of α, and the simplified layer are **reconstructed**
+[ours] (see :mod:`lib.steering`); the paper's own evaluation is unknown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import torch
+
+from lib import dynamics, spectra, steering
+from lib.plotting import titled
+
+__all__ = ["ALPHAS", "Lab", "fluency", "static_lab", "summary_chart", "sweep", "widget_lab"]
+
+ALPHAS: tuple[float, ...] = (0, 1, 2, 5, 10, 20, 50, 100, 1000)
+"""α|c|/|λ_1(F_L)| of the precomputed grid (0 = no edit)."""
+
+
+@dataclass
+class Lab:
+    """One model, one prompt set, and the cached unedited states (see the module docstring).
+
+    Attributes:
+        model: a :class:`lib.models.SpectralModel` (decoders: loaded ``with_lm_head=True`` for text).
+        texts: the prompts every measurement averages over.
+        prompt: the prompt whose continuation (decoder) or embedding (encoder) is shown.
+    """
+
+    model: Any
+    texts: Sequence[str]
+    prompt: str
+    _ids: list = field(default_factory=list, repr=False)
+    _real: list = field(default_factory=list, repr=False)
+    _simple: list = field(default_factory=list, repr=False)
+    _heads: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        m = self.model
+        self.texts = list(self.texts)
+        self._ids = [m.encode(t)["input_ids"] for t in self.texts]
+        self._real = [m.hidden_states_ids(ids) for ids in self._ids]
+        weights = [m.layer(t).attention for t in range(m.n_layers)]
+        self._simple = [dynamics.simulate(weights, h[0]) for h in self._real]
+        self.has_head = steering._output_embeddings(m) is not None
+        self._E = None if self.has_head else steering.unit_embeddings(m)
+        self._radius: dict[int, float] = {}
+
+    @property
+    def label(self) -> str:
+        return self.model.label
+
+    def head_outputs(self, layer: int) -> list[np.ndarray]:
+        """The concatenated head outputs entering block ``layer``'s output projection (cached)."""
+        t = self.model._check_layer(layer)
+        if t not in self._heads:
+            self._heads[t] = steering.head_outputs(self.model, self.texts, t)
+        return self._heads[t]
+
+    # -- states after an edit -----------------------------------------------------------------
+    @torch.no_grad()
+    def real_states(self, layer: int) -> list[np.ndarray]:
+        """Real residual streams ``(L+1, n, d)`` with the model's *current* weights for blocks ``layer..L-1``."""
+        m = self.model
+        t0 = m._check_layer(layer)
+        out = []
+        for h in self._real:
+            x = h[t0][None].to(dtype=next(m.hf_model.parameters()).dtype)
+            tail = []
+            for t in range(t0, m.n_layers):
+                x = m.layer(t)(x)
+                tail.append(x[0].double())
+            out.append(torch.cat([h[: t0 + 1], torch.stack(tail)]).numpy())
+        return out
+
+    def simplified_states(self, layer: int) -> list[np.ndarray]:
+        """Simplified trajectories (L2, no FFN, no residual) with the current weights from ``layer`` on."""
+        m = self.model
+        t0 = m._check_layer(layer)
+        weights = [m.layer(t).attention for t in range(t0, m.n_layers)]
+        return [torch.cat([s[: t0 + 1], dynamics.simulate(weights, s[t0], normalize_input=False)[1:]]).numpy()
+                for s in self._simple]
+
+    @torch.no_grad()
+    def logits(self, states: list[np.ndarray]) -> np.ndarray:
+        """Next-token logits at the last position of each text, from final residual states (LM head models)."""
+        m = self.model
+        norm = m.adapter.final_norm(m.base)
+        head = m.hf_model.get_output_embeddings()
+        dtype = next(m.hf_model.parameters()).dtype
+        x = torch.stack([torch.as_tensor(s[-1, -1]) for s in states]).to(dtype)
+        z = head(norm(x) if norm is not None else x).double()
+        cap = getattr(m.config, "final_logit_softcapping", None)
+        if cap:
+            z = cap * torch.tanh(z / cap)
+        return z.numpy()
+
+    # -- one measurement -------------------------------------------------------------------------
+    def run(self, direction: Any, alpha: float, layer: int = -1, *, text: bool = True) -> dict[str, Any]:
+        """Measure one ``(direction, α, layer)``; ``α`` in units of ``|λ_1(F_l)|`` (0 = no edit).
+
+        Returns a dict with ``curves`` (DataFrame: ``depth``, ``series``, ``alignment``), ``eigvals`` of
+        ``F_l'``, the ``edit`` (or ``None``), scalar measures (``spectral_alignment``, ``gap_ratio``,
+        ``final_real``, ``final_simplified``, ``final_actadd``, ``strength``, ``sign_agreement``; with
+        an LM head ``rank``, ``prob``, ``rank_actadd``, ``top1``), and ``text`` (continuation or nearest tokens).
+        """
+        m = self.model
+        t0 = m._check_layer(layer)
+        u_dir = steering.as_direction(direction, m.d_model)
+        u = u_dir.vector
+        res: dict[str, Any] = {}
+        if t0 not in self._radius:
+            self._radius[t0] = float(spectra.spectral_radius(m.layer(t0).attention.layer_matrix()))
+        with steering.maybe_steer(m, u_dir, alpha, layer=t0, radius=self._radius[t0]) as edit:
+            rep = steering.spectral_report(m.layer(t0).attention.layer_matrix(), u)
+            res["eigvals"] = rep.pop("eigvals")
+            real = self.real_states(t0)
+            simple = self.simplified_states(t0)
+            if self.has_head:
+                res["logits"] = self.logits(real)
+            if text:
+                res["text"] = self._text(u_dir)
+        outs = self.head_outputs(t0)
+        strength = steering.matched_strength(edit, outs) if edit is not None else 0.0
+        with steering.activation_addition(m, u, strength, layer=t0):
+            act = self.real_states(t0)
+            if self.has_head:
+                res["logits_actadd"] = self.logits(act)
+        curves = []
+        for name, states in (("real", real), ("simplified", simple), ("activation addition (real)", act)):
+            a = np.concatenate([spectra.alignment(s, u) for s in states], axis=1).mean(1)
+            curves.append(pd.DataFrame({"depth": np.arange(m.n_layers + 1), "series": name, "alignment": a}))
+        res["curves"] = pd.concat(curves, ignore_index=True)
+        res.update(rep)
+        res["edit"] = edit
+        res["c"] = edit.c if edit is not None else float("nan")
+        res["strength"] = strength
+        res["sign_agreement"] = steering.sign_agreement(edit, outs) if edit is not None else float("nan")
+        last = res["curves"].groupby("series").alignment.last()
+        res["final_real"], res["final_simplified"] = float(last["real"]), float(last["simplified"])
+        res["final_actadd"] = float(last["activation addition (real)"])
+        if self.has_head and u_dir.token_id is not None:
+            for key, suffix in (("logits", ""), ("logits_actadd", "_actadd")):
+                z = res[key]
+                rank = (z > z[:, [u_dir.token_id]]).sum(1) + 1
+                p = np.exp(z - z.max(1, keepdims=True))
+                p /= p.sum(1, keepdims=True)
+                res["rank" + suffix] = float(np.median(rank))
+                res["top1" + suffix] = float(np.mean(rank == 1))
+                res["prob" + suffix] = float(p[:, u_dir.token_id].mean())
+        return res
+
+    def _text(self, u_dir: steering.Direction, k: int = 5) -> str:
+        m = self.model
+        if self.has_head:
+            from lib.decoder import generate
+
+            return generate(m.hf_model, m.tokenizer, self.prompt, max_new_tokens=10)
+        hs = m.hidden_states_ids(m.encode(self.prompt)["input_ids"])[-1].numpy()
+        pooled = hs.mean(0)
+        near = steering.nearest_tokens(m, pooled[None], k, self._E)[0]
+        return f"nearest tokens: {' '.join(near)} · cos(sentence, u) = {float(pooled @ u_dir.vector / np.linalg.norm(pooled)):+.2f}"
+
+
+# -- sweeps ------------------------------------------------------------------------------------------
+def sweep(lab: Lab, directions: Sequence[steering.Direction], alphas: Sequence[float] = ALPHAS,
+          layer: int = -1) -> dict[str, pd.DataFrame]:
+    """Run :meth:`Lab.run` over ``directions × alphas``.
+
+    Returns ``{"summary": one row per run, "curves": alignment per depth, "eigvals": the spectrum of
+    F_l' per run, "text": the output per run}``; every table has ``direction``, ``alpha`` and ``ai``
+    (the index of α in ``alphas``, what the static sliders select).
+    """
+    rows, curves, eigs, texts = [], [], [], []
+    scalar = ("spectral_alignment", "gap_ratio", "lambda1_modulus", "c", "strength", "sign_agreement", "final_real",
+              "final_simplified", "final_actadd", "rank", "rank_actadd", "prob", "prob_actadd", "top1", "top1_actadd")
+    lab.run(directions[0], 0, layer, text=False)  # caches |λ_1(F_l)|
+    radius = lab._radius[lab.model._check_layer(layer)]
+    for d in directions:
+        for ai, a in enumerate(alphas):
+            r = lab.run(d, a, layer)
+            key = {"direction": d.label, "alpha": float(a), "ai": ai}
+            rows.append({**key, **{k: r[k] for k in scalar if k in r}})
+            curves.append(r["curves"].assign(**key))
+            lam = r["eigvals"] / radius
+            eigs.append(pd.DataFrame({"re": lam.real, "im": lam.imag, "k": np.arange(lam.size), **key}))
+            texts.append({**key, "text": r["text"]})
+    return {"summary": pd.DataFrame(rows), "curves": pd.concat(curves, ignore_index=True),
+            "eigvals": pd.concat(eigs, ignore_index=True), "text": pd.DataFrame(texts)}
+
+
+def fluency(lab: Lab, direction: steering.Direction, heldout: Sequence[str], alphas: Sequence[float] = ALPHAS,
+            layer: int = -1) -> pd.DataFrame:
+    """Cost of steering against α, for the eigen-edit and activation addition at matched norm.
+
+    Decoder (LM head): held-out perplexity ``exp(mean next-token loss)`` on ``heldout``. Encoder: mean
+    cosine between each held-out sentence embedding (mean-pooled final states) with and without the
+    intervention (retention; 1 = unchanged) [ours].
+    """
+    from lib.decoder import heldout_loss
+
+    m = lab.model
+    outs = lab.head_outputs(layer)
+
+    def measure() -> float:
+        if lab.has_head:
+            return math.exp(heldout_loss(m.hf_model, m.tokenizer, list(heldout)))
+        pooled = np.stack([h[-1].numpy().mean(0) for h in m.hidden_states(list(heldout), progress=False)])
+        return pooled
+
+    ref = measure()
+    rows = []
+    for a in alphas:
+        with steering.maybe_steer(m, direction, a, layer=layer) as edit:
+            eig = measure()
+        s = steering.matched_strength(edit, outs) if edit is not None else 0.0
+        with steering.activation_addition(m, direction, s, layer=layer):
+            act = measure()
+        for name, val in (("eigen-edit", eig), ("activation addition", act)):
+            if not lab.has_head:
+                val = float(np.mean(np.sum(val * ref, 1) / (np.linalg.norm(val, axis=1) * np.linalg.norm(ref, axis=1))))
+            rows.append({"alpha": float(a), "method": name, "value": float(val)})
+    return pd.DataFrame(rows)
+
+
+# -- figures -----------------------------------------------------------------------------------------
+def _alpha_axis(title: str = "α|c| / |λ₁(F_L)| (0 plotted at 0.5)") -> alt.X:
+    return alt.X("alpha_plot:Q", scale=alt.Scale(type="log"), title=title)
+
+
+def summary_chart(summary: pd.DataFrame, columns: Sequence[str], *, model: str, title: str,
+                  y_title: str = "", log_y: bool = False, width: int = 260, height: int = 180) -> alt.TopLevelMixin:
+    """Measures against α (log axis; α = 0 drawn at 0.5), one colour per measure, one panel per direction."""
+    long = summary.melt(id_vars=["direction", "alpha"], value_vars=list(columns), var_name="measure", value_name="value")
+    long["alpha_plot"] = long["alpha"].where(long["alpha"] > 0, 0.5)
+    y = alt.Y("value:Q", title=y_title, scale=alt.Scale(type="log") if log_y else alt.Undefined)
+    chart = alt.Chart(long).mark_line(point=True).encode(
+        x=_alpha_axis(), y=y, color=alt.Color("measure:N", title=None, legend=alt.Legend(orient="bottom", columns=2)),
+        tooltip=["direction:N", "alpha:Q", "measure:N", alt.Tooltip("value:Q", format=".3f")],
+    ).properties(width=width, height=height).facet(column=alt.Column("direction:N", title=None))
+    return titled(chart, title, model)
+
+
+def fluency_chart(df: pd.DataFrame, *, model: str, title: str, y_title: str, log_y: bool = False) -> alt.TopLevelMixin:
+    """The cost of steering (:func:`fluency`) against α, eigen-edit against activation addition."""
+    df = df.assign(alpha_plot=df["alpha"].where(df["alpha"] > 0, 0.5))
+    chart = alt.Chart(df).mark_line(point=True).encode(
+        x=_alpha_axis(), y=alt.Y("value:Q", title=y_title, scale=alt.Scale(type="log") if log_y else alt.Undefined),
+        color=alt.Color("method:N", title=None, legend=alt.Legend(orient="bottom")),
+        tooltip=["alpha:Q", "method:N", alt.Tooltip("value:Q", format=".3f")],
+    ).properties(width=420, height=200)
+    return titled(chart, title, model)
+
+
+def _panels(curves: pd.DataFrame, eigs: pd.DataFrame, texts: pd.DataFrame, *, where: str | None, params: tuple,
+            n_layers: int, baseline: float) -> alt.TopLevelMixin:
+    """Alignment-vs-depth lines, the eigenvalues of F_L' (symlog axes, divided by |λ₁(F_L)|), and the output text."""
+
+    def base(df: pd.DataFrame) -> alt.Chart:
+        c = alt.Chart(df)
+        return c.transform_filter(where) if where else c
+
+    lines = base(curves).mark_line(point=True).encode(
+        x=alt.X("depth:Q", title="depth (0 = embeddings, L = after the last block)", scale=alt.Scale(domain=[0, n_layers])),
+        y=alt.Y("alignment:Q", title="mean |cos(x_i, u)|", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
+        tooltip=["series:N", "depth:Q", alt.Tooltip("alignment:Q", format=".3f")],
+    )
+    rule = alt.Chart(pd.DataFrame({"b": [baseline]})).mark_rule(strokeDash=[4, 3], color="#888").encode(y="b:Q")
+    left = alt.layer(lines, rule).properties(width=300, height=220)
+    if params:
+        left = left.add_params(*params)
+    sym = alt.Scale(type="symlog")
+    right = base(eigs).mark_circle(size=18, opacity=0.6).encode(
+        x=alt.X("re:Q", title="Re λ(F_L') / |λ₁(F_L)| (symlog)", scale=sym),
+        y=alt.Y("im:Q", title="Im λ / |λ₁(F_L)|", scale=sym),
+        color=alt.condition("datum.k == 0", alt.value("#d62728"), alt.value("#1f77b4")),
+        tooltip=[alt.Tooltip("re:Q", format=".3f"), alt.Tooltip("im:Q", format=".3f")],
+    ).properties(width=240, height=220)
+    text = base(texts).mark_text(align="left", fontSize=12, limit=620).encode(
+        text="text:N", x=alt.value(0), y=alt.value(8)).properties(width=560, height=18)
+    return alt.vconcat(alt.hconcat(left, right), text)
+
+
+def static_lab(grid: dict[str, pd.DataFrame], *, model: Any, alphas: Sequence[float] = ALPHAS) -> alt.TopLevelMixin:
+    """Kernel-free explorer: α and direction sliders (Vega parameters) over a :func:`sweep` grid."""
+    labels = list(dict.fromkeys(grid["summary"]["direction"]))
+    ai = alt.param(name="ai", value=min(4, len(alphas) - 1),
+                   bind=alt.binding_range(min=0, max=len(alphas) - 1, step=1,
+                                          name=f"α|c|/|λ₁| index (0..{len(alphas) - 1} = {', '.join(f'{a:g}' for a in alphas)}) "))
+    dirp = alt.param(name="dir", value=labels[0], bind=alt.binding_radio(options=labels, name="direction "))
+    where = "datum.ai == ai && datum.direction == dir"
+    cols = ["direction", "ai", "spectral_alignment", "gap_ratio"]
+    texts = grid["text"].merge(grid["summary"][cols], on=["direction", "ai"])
+    texts["text"] = [f"α|c|/|λ₁| = {a:g} · |<v₁', u>| = {s:.3f} · gap {g:.3f} · {t}" for a, s, g, t in
+                     zip(texts["alpha"], texts["spectral_alignment"], texts["gap_ratio"], texts["text"])]
+    chart = _panels(grid["curves"], grid["eigvals"], texts, where=where, params=(ai, dirp),
+                    n_layers=model.n_layers, baseline=spectra.baseline_alignment(model.d_model))
+    return titled(chart, "Steering lab (precomputed): alignment with u, spectrum of F_L', output", model.label)
+
+
+def widget_lab(labs: dict[str, Lab], directions: dict[str, dict[str, steering.Direction]]):  # pragma: no cover - needs a kernel
+    """ipywidgets panel (JupyterLab): model, direction (a word, or a named direction), α (log slider), layer.
+
+    Args:
+        labs: ``{name: Lab}`` (models loaded once; nothing is re-loaded on change).
+        directions: ``{name: {label: Direction}}`` named directions per model (concepts, random control);
+            a word typed in the text box is looked up with :func:`lib.steering.word_direction`.
+    """
+    import ipywidgets as W
+    from IPython.display import display
+
+    model_w = W.Dropdown(options=list(labs), description="model")
+    dir_w = W.Dropdown(description="direction")
+    word_w = W.Text(value="", placeholder="or type a word", description="word")
+    alpha_w = W.FloatLogSlider(value=10, base=10, min=-1, max=3, step=0.1, description="α|c|/|λ₁|")
+    layer_w = W.IntSlider(value=1, min=1, max=1, description="layer")
+    out = W.Output()
+
+    def sync_model(_=None):
+        lab = labs[model_w.value]
+        dir_w.options = list(directions[model_w.value])
+        layer_w.max = lab.model.n_layers
+        layer_w.value = lab.model.n_layers
+
+    def redraw(_=None):
+        lab = labs[model_w.value]
+        with out:
+            out.clear_output(wait=True)
+            try:
+                u = steering.word_direction(lab.model, word_w.value.strip()) if word_w.value.strip() \
+                    else directions[model_w.value][dir_w.value]
+                r = lab.run(u, alpha_w.value, layer_w.value - 1)
+            except steering.InputError as exc:
+                print(exc)
+                return
+            eig = pd.DataFrame({"re": r["eigvals"].real, "im": r["eigvals"].imag, "k": np.arange(r["eigvals"].size)})
+            eig[["re", "im"]] /= r["edit"].radius if r["edit"] else np.abs(r["eigvals"]).max()
+            summary = (f"{u.label}: α|c|/|λ₁| = {alpha_w.value:.3g}, c = {r['c']:.3f}, |<v₁', u>| = "
+                       f"{r['spectral_alignment']:.3f}, gap {r['gap_ratio']:.3f}, sign agreement {r['sign_agreement']:.2f}")
+            if "rank" in r:
+                summary += f", target rank {r['rank']:g} (activation addition {r['rank_actadd']:g})"
+            texts = pd.DataFrame({"text": [r["text"]]})
+            print(summary)
+            display(titled(_panels(r["curves"], eig, texts, where=None, params=(), n_layers=lab.model.n_layers,
+                                   baseline=spectra.baseline_alignment(lab.model.d_model)),
+                           f"Live steering lab, layer {layer_w.value}", lab.label))
+
+    model_w.observe(lambda _: (sync_model(), redraw()), names="value")
+    for w in (dir_w, alpha_w, layer_w):
+        w.observe(redraw, names="value")
+    word_w.on_submit(redraw)
+    sync_model()
+    redraw()
+    box = W.VBox([W.HBox([model_w, dir_w, word_w]), W.HBox([alpha_w, layer_w]), out])
+    display(box)
+    return box

@@ -1,0 +1,233 @@
+"""lib.steering: the rank-1 eigen-edit of the last layer (power-method §7, checks C14–C15) and its baseline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import lib
+from lib import spectra, steering
+from lib.errors import InputError
+from tiny_models import SEQ, VOCAB
+
+FAMILIES = ("bert", "albert", "gpt2", "gpt_neo", "llama", "olmo2", "gemma2")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    with steering.one_thread():
+        yield
+
+
+def _random_model(tiny_dir, family, seed=0):
+    return lib.load_model(str(tiny_dir(family)), random_init=True, seed=seed)
+
+
+def _state(model):
+    return {k: v.detach().clone() for k, v in model.hf_model.state_dict().items()}
+
+
+def _ids(seed=0):
+    return torch.randint(0, VOCAB, (SEQ,), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_principal_eigenvector_follows_u(tiny_dir, family, seed):
+    """C14 (spectral part): α|c| = 10·|λ_1(F_L)| makes u the principal eigenvector, |cos| > 0.99.
+
+    Exception, measured: with grouped-query attention (Llama here) ``V_L`` is rank-deficient, ``z`` is
+    only the projection of ``u`` on its row space, and the first-order error ``(I − u zᵀ/c) F u / (αc)``
+    is larger; at exactly 10 one of the three seeds gives 0.9896. There we require > 0.98 at 10 and
+    > 0.99 at 20.
+    """
+    model = _random_model(tiny_dir, family, seed)
+    u = steering.random_direction(model.d_model, seed=100 + seed)
+    shared = family == "albert"
+    for alpha in (10, 20):
+        with steering.steer(model, u, alpha, allow_shared=shared) as edit:
+            F = model.layer_matrices()[-1]
+            P = spectra.principal(F)
+            exact = np.abs(edit.z - u.vector).max() < 1e-9
+            assert not P.is_complex
+            assert edit.alpha_rel == pytest.approx(alpha)
+            a = spectra.alignment(P.vector, u.vector)
+            if alpha == 10:
+                assert a > (0.99 if exact else 0.98), (family, edit.method, a)
+            else:
+                assert a > 0.99, (family, edit.method, a)
+            if shared:  # ALBERT: the shared module is edited, so every layer sees F'
+                assert torch.equal(model.layer_matrices()[0], F)
+        if exact:
+            break
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_edit_is_rank_one_in_F_and_undone_bitwise(tiny_dir, family):
+    """F_L' = F_L + α u zᵀ (in every weight layout, GPT-2 Conv1D included); the weights come back bit for bit."""
+    model = lib.load_model(str(tiny_dir(family)))
+    before, F0 = _state(model), model.layer_matrices()[-1]
+    hs0 = model.hidden_states_ids(_ids())
+    u = steering.random_direction(model.d_model, seed=3)
+    with steering.steer(model, u, 50, allow_shared=family == "albert") as edit:
+        F1 = model.layer_matrices()[-1]
+        want = F0.numpy() + edit.delta_F
+        assert np.abs(F1.numpy() - want).max() < 1e-5 * np.abs(want).max()
+        assert np.allclose(edit.z, spectra.as_float64(model.layer(-1).attention.V).T @ edit.w)
+        assert edit.c == pytest.approx(float(edit.z @ u.vector))
+    after = _state(model)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert torch.equal(model.hidden_states_ids(_ids()), hs0)
+
+
+def test_restored_after_exception(tiny_dir):
+    model = lib.load_model(str(tiny_dir("gpt2")))
+    before = _state(model)
+    with pytest.raises(RuntimeError, match="boom"):
+        with steering.steer(model, steering.random_direction(model.d_model), 10):
+            raise RuntimeError("boom")
+    after = _state(model)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_choice_of_w_per_family(tiny_dir):
+    """Square invertible V: solve, z = u. GQA (Llama): pinv, c = ‖P_row u‖². Gemma-2 (H·d_h = 2d): z = u."""
+    u = steering.random_direction(32, seed=4)
+    for family, method, exact in [("bert", "solve", True), ("llama", "pinv", False), ("gemma2", "pinv", True)]:
+        model = lib.load_model(str(tiny_dir(family)))
+        edit = steering.prepare_edit(model, u, 10)
+        assert edit.method == method
+        V = spectra.as_float64(model.layer(-1).attention.V)
+        if exact:
+            assert np.abs(edit.z - u.vector).max() < 1e-9
+            assert edit.c == pytest.approx(1.0)
+        else:
+            Pu = np.linalg.pinv(V) @ V @ u.vector
+            assert np.abs(edit.z - Pu).max() < 1e-9
+            assert edit.c == pytest.approx(float(Pu @ Pu))
+            assert 0 < edit.c < 1
+
+
+def test_relative_and_absolute_alpha(tiny_dir):
+    model = lib.load_model(str(tiny_dir("llama")))
+    u = steering.random_direction(32, seed=5)
+    rel = steering.prepare_edit(model, u, 10)
+    rho = float(spectra.spectral_radius(model.layer_matrices()[-1]))
+    assert rel.alpha * abs(rel.c) == pytest.approx(10 * rho)
+    ab = steering.prepare_edit(model, u, 3.0, relative=False)
+    assert ab.alpha == 3.0
+
+
+def test_albert_refused_without_allow_shared(tiny_dir):
+    model = lib.load_model(str(tiny_dir("albert")))
+    with pytest.raises(InputError, match="allow_shared"):
+        with steering.steer(model, steering.random_direction(32), 10):
+            pass
+
+
+@pytest.mark.parametrize("alpha", [0, -1, float("nan"), float("inf"), "big"])
+def test_bad_alpha(tiny_dir, alpha):
+    model = lib.load_model(str(tiny_dir("bert")))
+    with pytest.raises(InputError, match="alpha"):
+        with steering.steer(model, steering.random_direction(32), alpha):
+            pass
+
+
+def test_bad_directions(tiny_dir):
+    model = lib.load_model(str(tiny_dir("bert")))
+    with pytest.raises(InputError, match="zero vector"):
+        steering.prepare_edit(model, np.zeros(32), 10)
+    with pytest.raises(InputError, match="d = 32"):
+        steering.prepare_edit(model, np.ones(31), 10)
+    with pytest.raises(InputError, match="NaN"):
+        steering.as_direction([1.0, float("nan")])
+
+
+def test_unknown_word_names_close_matches(minilm):
+    with pytest.raises(InputError, match="close matches: ocean"):
+        steering.word_direction(minilm, "oceanx")
+    d = steering.word_direction(minilm, "ocean")
+    assert d.token_id == minilm.tokenizer.convert_tokens_to_ids("ocean")
+    assert np.linalg.norm(d.vector) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_activation_addition_is_a_bias_shift(tiny_dir, family):
+    """The baseline adds s·u to the output projection's output: the same as adding s·u to its bias."""
+    model = lib.load_model(str(tiny_dir(family)))
+    u = steering.random_direction(32, seed=6)
+    s = 2.5
+    with steering.activation_addition(model, u, s):
+        got = model.hidden_states_ids(_ids())
+    module = model.adapter.output_module(model.blocks[-1])
+    saved = module.bias.detach().clone()
+    with torch.no_grad():
+        module.bias.add_(torch.as_tensor(s * u.vector, dtype=module.bias.dtype))
+    want = model.hidden_states_ids(_ids())
+    with torch.no_grad():
+        module.bias.copy_(saved)
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5)
+    assert not torch.equal(got[-1], model.hidden_states_ids(_ids())[-1])  # the hook is gone
+
+
+def test_matched_strength_is_the_mean_change(tiny_dir):
+    """s = α·mean|wᵀ o_i| equals the measured mean norm of the eigen-edit's change at the output projection."""
+    model = lib.load_model(str(tiny_dir("llama")))
+    u = steering.random_direction(32, seed=7)
+    ids = _ids()
+    module = model.adapter.output_module(model.blocks[-1])
+    seen = []
+    handle = module.register_forward_hook(lambda _m, _a, out: seen.append(out.detach().double()))
+    try:
+        model.hidden_states_ids(ids)
+        with steering.steer(model, u, 20) as edit:
+            model.hidden_states_ids(ids)
+    finally:
+        handle.remove()
+    change = (seen[1] - seen[0])[0].numpy()
+    outs = []
+    hook = module.register_forward_pre_hook(lambda _m, a: outs.append(spectra.as_float64(a[0][0])))
+    try:
+        model.hidden_states_ids(ids)
+    finally:
+        hook.remove()
+    s = steering.matched_strength(edit, outs)
+    assert s == pytest.approx(np.linalg.norm(change, axis=1).mean(), rel=1e-4)
+    assert np.abs(change / np.linalg.norm(change, axis=1, keepdims=True) @ u.vector).min() > 0.999
+
+
+def test_lab_fast_path_matches_full_forward(tiny_dir):
+    """Lab re-runs only the blocks after the edit; the result equals a full forward pass of the edited model."""
+    from lib.steering_lab import Lab
+
+    model = lib.load_model(str(tiny_dir("gpt_neo")))
+    lab = Lab.__new__(Lab)
+    lab.model, lab.texts, lab.prompt = model, [], ""
+    lab._real = [model.hidden_states_ids(_ids(1))]
+    u = steering.random_direction(32, seed=8)
+    with steering.steer(model, u, 30):
+        fast = lab.real_states(-1)[0]
+        full = model.hidden_states_ids(_ids(1)).numpy()
+    assert np.array_equal(fast, full)
+
+
+def test_checker_accepts_reference_and_rejects_wrong_w():
+    assert steering.check_steering_w(lambda V, u: steering.choose_w(V, u)[0], verbose=False)
+    assert not steering.check_steering_w(lambda V, u: V @ u, verbose=False)
+    assert not steering.check_steering_w(lambda V, u: np.linalg.solve(V, u) if V.shape[0] == V.shape[1] else V @ u,
+                                         verbose=False)
+
+
+def test_book_decoder_target_rank_improves():
+    """C15 on the book decoder: steering toward 'the' makes it the top next token more often."""
+    from lib.decoder import language
+    from lib.steering_lab import Lab
+
+    model = lib.load_model("book-decoder", with_lm_head=True)
+    lab = Lab(model, language.prompts(8), prompt="the dog")
+    u = steering.word_direction(model, "the")
+    r0, r1 = lab.run(u, 0, text=False), lab.run(u, 100, text=False)
+    assert r1["top1"] > r0["top1"]
+    assert r1["final_real"] > r0["final_real"]
+    assert r1["spectral_alignment"] > 0.99
