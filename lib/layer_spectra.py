@@ -28,16 +28,18 @@ class LayerSpectra:
         principal: one :class:`lib.spectra.Principal` per layer.
         table: one row per layer (``layer`` is 1-based) with ``spectral_radius``, ``lambda1``
             (as text), ``lambda1_complex``, ``gap_ratio`` (``|λ_next|/|λ_1|``), ``abs_gap``
-            (``|λ_1| − |λ_next|``, the paper's "gap" wording, skipping a conjugate partner), ``residual`` (``‖F v − λ v‖/‖F‖_F``) and
-            ``frobenius`` (``‖F‖_F``).
+            (``|λ_1| − |λ_next|``, the paper's "gap" wording, skipping a conjugate partner),
+            ``residual`` (``‖F v − λ v‖/‖F‖_F``), ``condition`` (``κ(λ_1)``, computed by default
+            when ``d ≤ 1024``) and ``frobenius`` (``‖F‖_F``).
     """
 
-    def __init__(self, F: torch.Tensor | np.ndarray, model: str) -> None:
+    def __init__(self, F: torch.Tensor | np.ndarray, model: str, *, condition: bool | None = None) -> None:
         F64 = spectra.as_float64(F)
         if F64.ndim != 3:
             raise InputError(f"expected a stack of layer matrices (L, d, d), got shape {F64.shape}")
         self.model = model
-        self.principal = [spectra.principal(F64[t]) for t in range(F64.shape[0])]
+        with_condition = F64.shape[-1] <= 1024 if condition is None else condition
+        self.principal = [spectra.principal(F64[t], condition=with_condition) for t in range(F64.shape[0])]
         self.eigvals = np.stack([p.eigvals for p in self.principal])
         rows = []
         for t, p in enumerate(self.principal):
@@ -51,6 +53,7 @@ class LayerSpectra:
                     "gap_ratio": p.gap_ratio,
                     "abs_gap": abs(p.eigval) * (1.0 - p.gap_ratio),
                     "residual": p.residual,
+                    "condition": p.condition,
                     "frobenius": float(np.linalg.norm(F64[t])),
                 }
             )

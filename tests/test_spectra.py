@@ -129,3 +129,69 @@ def test_eig_is_an_eigendecomposition(d, seed, log_scale):
     assert np.allclose(np.linalg.norm(V, axis=0), 1)
     for k in range(d):
         assert spectra.eig_residual(M, lams[k], V[:, k]) < 1e-8
+
+
+def test_eig_condition_closed_forms():
+    rng = np.random.default_rng(6)
+    Q, _ = np.linalg.qr(rng.standard_normal((6, 6)))
+    N = Q @ np.diag([3.0, 2, 1, 0.5, -0.2, 0.1]) @ Q.T  # symmetric: κ = 1
+    assert np.isclose(spectra.eig_condition(N, 0), 1.0)
+    for a in (0.0, 1.0, 10.0):
+        T = np.array([[2.0, a], [0.0, 1.0]])  # κ(λ=2) = sqrt(1 + (a / (2 - 1))²)
+        assert np.isclose(spectra.eig_condition(T, 0), np.sqrt(1 + a**2))
+    p = spectra.principal(np.array([[2.0, 10.0], [0.0, 1.0]]), condition=True)
+    assert np.isclose(p.condition, np.sqrt(101))
+    assert np.isnan(spectra.principal(np.eye(2) * 2).condition)
+
+
+def test_residual_warning_machinery(monkeypatch):
+    monkeypatch.setattr(spectra, "RESIDUAL_TOL", 0.0)
+    with pytest.warns(spectra.SpectralAccuracyWarning, match="residual"):
+        spectra.eig(np.random.default_rng(7).standard_normal((5, 5)))
+
+
+@st.composite
+def prescribed_spectrum(draw):
+    """A real matrix S D S⁻¹ with repeated real eigenvalues, conjugate pairs and a chosen conditioning."""
+    n_real = draw(st.integers(0, 5))
+    n_pairs = draw(st.integers(0 if n_real else 1, 3))
+    reals = draw(st.lists(st.sampled_from([-2.0, -0.5, 0.0, 0.5, 1.0, 3.0]), min_size=n_real, max_size=n_real))
+    pairs = draw(
+        st.lists(st.tuples(st.floats(0.1, 3.0), st.floats(0.05, 3.0)), min_size=n_pairs, max_size=n_pairs)
+    )
+    log_cond = draw(st.floats(0, 3))
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    d = n_real + 2 * n_pairs
+    U, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    W, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    S = U @ np.diag(np.logspace(0, log_cond, d)) @ W
+    blocks = [np.array([[r]]) for r in reals]
+    blocks += [rad * np.array([[np.cos(th), -np.sin(th)], [np.sin(th), np.cos(th)]]) for rad, th in pairs]
+    D = scipy.linalg.block_diag(*blocks)
+    M = S @ D @ np.linalg.solve(S, np.eye(d))
+    expected = np.concatenate([np.array(reals, dtype=complex), [rad * np.exp(1j * th) for rad, th in pairs],
+                               [rad * np.exp(-1j * th) for rad, th in pairs]])
+    return M, expected, 10.0**log_cond
+
+
+@settings(max_examples=80, deadline=None)
+@given(prescribed_spectrum())
+def test_prescribed_spectra_are_recovered_in_convention_order(case):
+    """Property: repeated, complex and ill-conditioned spectra come back right and in the book's order."""
+    M, expected, cond = case
+    lams = spectra.eigvals(M)
+    tol = 1e-9 * cond**2 * max(1.0, np.abs(expected).max())
+    # every prescribed eigenvalue is matched (a greedy matching is enough at these tolerances)
+    remaining = list(lams)
+    for e in expected:
+        j = int(np.argmin([abs(e - r) for r in remaining]))
+        assert abs(e - remaining.pop(j)) < max(tol, 1e-6 * cond), (e, lams)
+    mod = np.abs(lams)
+    assert np.all(np.diff(mod) <= 1e-6 * cond * max(1.0, mod.max()))
+    p = spectra.principal(M)
+    if p.is_complex:
+        assert p.eigval.imag > 0 and p.basis.shape[1] == 2
+        assert abs(p.vector.real @ p.vector.imag) < 1e-8
+    else:
+        assert p.vector[np.argmax(np.abs(p.vector))] > 0
