@@ -33,6 +33,7 @@ import pandas as pd
 from scipy.special import gammaln
 
 from lib import spectra
+from lib.power import distance_to_subspace
 
 __all__ = [
     "EigenBases",
@@ -391,7 +392,7 @@ def shared_convergence(
 
     Returns:
         Long format: ``step``, ``target``, ``alignment`` (mean ``a``) with bootstrap ``lo``/``hi`` over
-        prompts, ``distance`` (mean ``sqrt(1 − a²)``), ``predicted`` (``C r^t``) and ``rate`` (``r``).
+        prompts, ``distance`` (mean sine of the angle to the target, ``sqrt(1 − a²)``), ``predicted`` (``C r^t``) and ``rate`` (``r``).
     """
     if eb.n_layers != 1:
         raise ValueError("shared_convergence needs the bases of one shared layer (use EigenBases.layer(t))")
@@ -404,7 +405,7 @@ def shared_convergence(
     )
     for name, B, rate in targets:
         a = step_alignment(ts, B)  # (T+1, N)
-        dist = np.sqrt(np.clip(1.0 - a**2, 0.0, None))
+        dist = distance_to_subspace(ts.states, B)  # ‖(I − BBᵀ)x‖/‖x‖, no cancellation near 0
         est, lo, hi = bootstrap_ratio(_prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, seed=seed)
         dmean = _prompt_sums(dist, ts.prompt, ts.n_prompts).sum(-1) / counts.sum()
         k = min(anchor, ts.steps)
