@@ -315,7 +315,10 @@ def static_lab(grid: dict[str, pd.DataFrame], *, model: Any, alphas: Sequence[fl
     texts = grid["text"].merge(grid["summary"][cols], on=["direction", "ai"])
     texts["text"] = [f"α|c|/|λ₁| = {a:g} · |<v₁', u>| = {s:.3f} · gap {g:.3f} · {t}" for a, s, g, t in
                      zip(texts["alpha"], texts["spectral_alignment"], texts["gap_ratio"], texts["text"])]
-    chart = _panels(grid["curves"], grid["eigvals"], texts, where=where, params=(ai, dirp),
+    def small(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
+        return df.assign(**{c: df[c].map(lambda v: float(f"{v:.4g}")) for c in cols})  # a lighter page
+
+    chart = _panels(small(grid["curves"], ["alignment"]), small(grid["eigvals"], ["re", "im"]), texts, where=where, params=(ai, dirp),
                     n_layers=model.n_layers, baseline=spectra.baseline_alignment(model.d_model))
     return titled(chart, "Steering lab (precomputed): alignment with u, spectrum of F_L', output", model.label)
 
@@ -333,18 +336,26 @@ def widget_lab(labs: dict[str, Lab], directions: dict[str, dict[str, steering.Di
 
     model_w = W.Dropdown(options=list(labs), description="model")
     dir_w = W.Dropdown(description="direction")
-    word_w = W.Text(value="", placeholder="or type a word", description="word")
+    word_w = W.Text(value="", placeholder="or type a word + Enter", description="word", continuous_update=False)
     alpha_w = W.FloatLogSlider(value=10, base=10, min=-1, max=3, step=0.1, description="α|c|/|λ₁|")
     layer_w = W.IntSlider(value=1, min=1, max=1, description="layer")
     out = W.Output()
+    syncing = [False]
 
     def sync_model(_=None):
         lab = labs[model_w.value]
-        dir_w.options = list(directions[model_w.value])
-        layer_w.max = lab.model.n_layers
-        layer_w.value = lab.model.n_layers
+        syncing[0] = True  # no redraw while the other widgets are being reset
+        try:
+            dir_w.options = list(directions[model_w.value])
+            dir_w.value = dir_w.options[0]
+            layer_w.max = lab.model.n_layers
+            layer_w.value = lab.model.n_layers
+        finally:
+            syncing[0] = False
 
     def redraw(_=None):
+        if syncing[0] or dir_w.value is None:
+            return
         lab = labs[model_w.value]
         with out:
             out.clear_output(wait=True)
@@ -368,9 +379,8 @@ def widget_lab(labs: dict[str, Lab], directions: dict[str, dict[str, steering.Di
                            f"Live steering lab, layer {layer_w.value}", lab.label))
 
     model_w.observe(lambda _: (sync_model(), redraw()), names="value")
-    for w in (dir_w, alpha_w, layer_w):
+    for w in (dir_w, word_w, alpha_w, layer_w):
         w.observe(redraw, names="value")
-    word_w.on_submit(redraw)
     sync_model()
     redraw()
     box = W.VBox([W.HBox([model_w, dir_w, word_w]), W.HBox([alpha_w, layer_w]), out])
