@@ -29,6 +29,7 @@ __all__ = [
     "check_schur_normal",
     "funnel_variants",
     "complex_fraction",
+    "control_matrices",
     "cumulative_product",
     "effective_rank",
     "ginibre_complex_fraction",
@@ -285,18 +286,28 @@ def ginibre_simulation(d: int, draws: int = 5, seed: int = 0) -> dict[str, float
     return {"f_C": float(np.mean(fc)), "delta_H": float(np.mean(dh)), "r_rot": float(np.mean(rr))}
 
 
-def funnel_variants(Jbar, k: int | None = None, seed: int = 0) -> dict[str, FunnelResult]:
-    """The funnel of ``J̄`` and of its two controls: ``{"trained", "Schur-normal", "shuffled Schur"}``.
+def control_matrices(Jbar, seed: int = 0) -> dict[str, np.ndarray]:
+    """``J̄`` and its two controls, layer by layer: ``{"as measured", "Schur-normal", "shuffled Schur"}``.
 
-    Each control is applied layer by layer (same eigenvalues as ``J̄_l``), then multiplied as usual.
-    The key ``"trained"`` means "the matrices as given" (pass a random twin's ``J̄`` to get its funnel).
+    Each control keeps the eigenvalues of every ``J̄_l`` (:func:`schur_normal`,
+    :func:`shuffled_schur` with seed ``seed + l``). Compute once, then multiply slices as needed.
     """
     Js = as_float64(Jbar)
     return {
-        "as measured": cumulative_product(Js, k),
-        "Schur-normal": cumulative_product(np.stack([schur_normal(J) for J in Js]), k),
-        "shuffled Schur": cumulative_product(np.stack([shuffled_schur(J, seed=seed + l) for l, J in enumerate(Js)]), k),
+        "as measured": Js,
+        "Schur-normal": np.stack([schur_normal(J) for J in Js]),
+        "shuffled Schur": np.stack([shuffled_schur(J, seed=seed + l) for l, J in enumerate(Js)]),
     }
+
+
+def funnel_variants(Jbar, k: int | None = None, seed: int = 0,
+                    controls: dict[str, np.ndarray] | None = None) -> dict[str, FunnelResult]:
+    """The funnel of ``J̄`` and of its two controls (see :func:`control_matrices`).
+
+    Pass ``controls`` (from :func:`control_matrices`) to reuse the Schur work across several ``k``.
+    """
+    controls = control_matrices(Jbar, seed) if controls is None else controls
+    return {name: cumulative_product(Ms, k) for name, Ms in controls.items()}
 
 
 def check_effective_rank(student_fn) -> str:
