@@ -14,7 +14,7 @@ export PYTHONHASHSEED := 0
 MATHJAX_VERSION := 3.2.2
 MATHJAX := .vendor/mathjax/tex-mml-chtml.js
 
-.PHONY: book test lab bench vendor browser-deps clean
+.PHONY: book test lab bench vendor linkcheck browser-deps clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ $(MATHJAX):
 ## make book: build every chapter, executed, into _build/html (a raising cell or a warning fails it)
 book: $(STAMP) $(MATHJAX)
 	SPECTRAL_BOOK_BUILD=1 $(VENV)/bin/jupyter-book build . --all -W -n --keep-going
+
+## make linkcheck: check the external links (needs network; optional, not part of make test)
+linkcheck: $(STAMP) $(MATHJAX)
+	SPECTRAL_BOOK_BUILD=1 $(VENV)/bin/jupyter-book build . --builder linkcheck
 
 ## make test: the whole test suite (unit tests, executed notebooks, the built site in Chromium)
 test: $(STAMP) $(MATHJAX) browser-deps

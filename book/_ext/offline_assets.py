@@ -5,6 +5,7 @@
   time we write one local script, made from ``vl_convert.javascript_bundle()`` (which defines
   ``window.vegaEmbed``, ``window.vega`` and ``window.vegaLite``) wrapped in a function, followed by
   the version record Altair checks, and load it in every page's ``<head>`` before any chart.
+* **Notebooks.** The download button offers every chapter as an executed ``.ipynb``.
 * **MathJax.** ``make vendor`` unpacks MathJax 3 from the npm registry into ``.vendor/mathjax``;
   this extension serves it from ``_static/mathjax`` instead of the CDN. A build without it fails
   with a message that says how to fetch it.
@@ -12,6 +13,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import altair as alt
@@ -64,6 +66,21 @@ def _dedupe_scripts(app: Sphinx, pagename: str, templatename: str, context: dict
     context["script_files"] = unique
 
 
+def _offer_ipynb(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: object) -> None:
+    """Let the download button offer each chapter as an executed ``.ipynb``.
+
+    sphinx-book-theme does this only when a launch service (Binder, Colab, …) is configured; the
+    book has none, so we copy myst-nb's executed notebook next to the page sources ourselves.
+    """
+    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    if not executed.is_file():
+        return
+    target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(executed, target)
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
 def _on_builder_inited(app: Sphinx) -> None:
     if app.builder.format != "html":
         return
@@ -74,4 +91,5 @@ def _on_builder_inited(app: Sphinx) -> None:
 def setup(app: Sphinx) -> dict[str, object]:
     app.connect("builder-inited", _on_builder_inited)
     app.connect("html-page-context", _dedupe_scripts, priority=999)  # after sphinx-thebe adds its copy
+    app.connect("html-page-context", _offer_ipynb, priority=400)  # before the theme draws its buttons
     return {"parallel_read_safe": True, "parallel_write_safe": True}
