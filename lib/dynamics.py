@@ -35,6 +35,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
+import numpy as np
 import torch
 
 from lib.models.weights import AttentionWeights
@@ -70,6 +71,8 @@ def _t64(x: Any) -> torch.Tensor:
     """float64 CPU tensor; keeps the autograd graph, so Jacobians of a step can be taken."""
     if isinstance(x, torch.Tensor):
         return x.to(dtype=torch.float64, device="cpu")
+    if isinstance(x, np.ndarray) and not x.flags.writeable:
+        x = x.copy()  # torch refuses to wrap read-only memory (e.g. np.broadcast_to views)
     return torch.as_tensor(x, dtype=torch.float64)
 
 
@@ -141,7 +144,7 @@ def attention_matrices(
     X: Any,
     *,
     attention: Attention = "softmax",
-    beta: float = 1.0,
+    beta: float | torch.Tensor = 1.0,
     causal: bool | None = None,
 ) -> torch.Tensor:
     """Per-head attention matrices ``A^h`` of one layer at state ``X``.
@@ -150,7 +153,8 @@ def attention_matrices(
         weights: one layer's :class:`AttentionWeights`.
         X: ``(..., n, d)`` token states.
         attention: ``"softmax"`` or ``"uniform"`` (every visible key gets the same weight).
-        beta: sharpness multiplier on the scores (``β = 0`` is uniform attention) [ours].
+        beta: sharpness multiplier on the scores (``β = 0`` is uniform attention) [ours]; a float, or
+            a tensor of shape ``X.shape[:-2]`` with one value per batch entry.
         causal: override the weights' own ``causal`` flag.
 
     Returns:
@@ -171,7 +175,10 @@ def attention_matrices(
     k = _heads(_t64(w.K), None if w.b_K is None else _t64(w.b_K), X, H, dh)
     # Scale the (n, d_h) queries, not the (n, n) scores, and skip the mask when nothing is hidden:
     # two fewer passes over the H·n² scores.
-    s = (q * (float(w.score_scale) * float(beta))) @ k.transpose(-1, -2)
+    b = torch.as_tensor(beta, dtype=torch.float64)
+    if b.ndim:  # one sharpness per batch entry: (...,) → (..., 1, 1, 1) against q's (..., H, n, d_h)
+        b = b[..., None, None, None]
+    s = (q * (float(w.score_scale) * b)) @ k.transpose(-1, -2)
     if not bool(mask.all()):
         s = s.masked_fill(~mask, float("-inf"))
     return torch.softmax(s, dim=-1)
@@ -185,7 +192,7 @@ def _layer_step(
     radius: float | None = None,
     residual: bool = False,
     attention: Attention = "softmax",
-    beta: float = 1.0,
+    beta: float | torch.Tensor = 1.0,
     causal: bool | None = None,
     keep_vo_bias: bool = False,
 ) -> torch.Tensor:
@@ -235,7 +242,7 @@ def simulate(
     radius: float | None = None,
     residual: bool = False,
     attention: Attention = "softmax",
-    beta: float = 1.0,
+    beta: float | torch.Tensor = 1.0,
     causal: bool | None = None,
     keep_vo_bias: bool = False,
     normalize_input: bool = True,
@@ -254,7 +261,8 @@ def simulate(
         residual: add the input before normalizing (``N(x + y)``) [ours: off by default].
         attention: ``"softmax"`` or ``"uniform"`` (full attention: every head averages the visible
             tokens with equal weights).
-        beta: sharpness multiplier on all scores (1 = the weights as given, 0 = uniform) [ours].
+        beta: sharpness multiplier on all scores (1 = the weights as given, 0 = uniform) [ours]; a
+            float, or a tensor with one value per batch entry (shape ``x0.shape[:-2]``).
         causal: override the weights' causal flag (``None`` keeps it).
         keep_vo_bias: keep the value/output biases (makes the step affine) [ours: off by default].
         normalize_input: apply ``N`` to ``x0`` first (the initial state is the rescaled input).

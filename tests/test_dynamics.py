@@ -199,3 +199,13 @@ def test_real_model_weights(minilm):
     want = ref_simulate([layer.attention for layer in layers], X0, 2, **kw)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-9, atol=1e-9)
     assert got.shape == (3, 5, minilm.d_model)
+
+
+def test_per_batch_beta():
+    rng = np.random.default_rng(5)
+    w = random_weights(rng, 8, 2, 4, biases=True)
+    X = rng.standard_normal((5, 8))
+    betas = [0.0, 0.5, 3.0]
+    got = dynamics.simulate(w, np.stack([X] * 3), 4, beta=torch.tensor(betas))
+    for j, b in enumerate(betas):
+        torch.testing.assert_close(got[:, j], dynamics.simulate(w, X, 4, beta=b), rtol=1e-12, atol=1e-12)
