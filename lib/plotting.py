@@ -7,26 +7,82 @@ Every figure in the book says which model made it: pass ``model=`` (a model labe
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Sequence
+from functools import cache
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
-__all__ = ["configure_renderer", "eigenvalue_chart", "titled", "unit_circle"]
+__all__ = ["OFFLINE_RENDERER", "configure_renderer", "eigenvalue_chart", "titled", "unit_circle", "vega_bundle_script"]
 
 BOOK_BUILD_ENV = "SPECTRAL_BOOK_BUILD"
+OFFLINE_RENDERER = "spectral-offline"
+
+
+@cache
+def vega_bundle_script() -> str:
+    """JavaScript defining ``vega``, ``vegaLite`` and ``vegaEmbed`` with no network, for Altair.
+
+    Made from ``vl_convert.javascript_bundle()`` (which sets ``window.vegaEmbed`` etc.) wrapped in a
+    function, followed by the ``window.VEGA_DEBUG`` version record that Altair's HTML output checks
+    before it would fetch the libraries from a CDN.
+    """
+    import vl_convert as vlc
+
+    bundle = vlc.javascript_bundle(vl_version=alt.VEGALITE_VERSION.rsplit(".", 1)[0])
+    record = (
+        "window.VEGA_DEBUG = Object.assign(window.VEGA_DEBUG || {}, {"
+        f'vega_version: "{alt.VEGA_VERSION}", '
+        f'vegalite_version: "{alt.VEGALITE_VERSION}", '
+        f'vegaembed_version: "{alt.VEGAEMBED_VERSION}"}});\n'
+    )
+    return "(function () {\n" + bundle + "\n})();\n" + record
+
+
+class _OfflineHtmlRenderer:
+    """Altair renderer for JupyterLab without network: HTML output that carries its own Vega.
+
+    The first chart of a kernel session inlines :func:`vega_bundle_script` (about 0.9 MB) in its
+    output; later charts find ``vegaEmbed`` already defined in the page. JupyterLab 4 cannot render
+    Vega-Lite 6 mimetype output natively, and Altair's plain ``html`` renderer would fetch the
+    libraries from a CDN.
+    """
+
+    def __init__(self) -> None:
+        self.sent = False
+
+    def __call__(self, spec: dict, **kwargs: object) -> dict[str, str]:
+        from altair.utils.html import spec_to_html
+
+        html = spec_to_html(
+            spec,
+            mode="vega-lite",
+            vega_version=alt.VEGA_VERSION,
+            vegaembed_version=alt.VEGAEMBED_VERSION,
+            vegalite_version=alt.VEGALITE_VERSION,
+            output_div=f"altair-viz-{uuid.uuid4().hex}",
+            fullhtml=False,
+            template="universal",  # loads nothing when VEGA_DEBUG records the versions
+        )
+        if not self.sent:
+            html = f"<script type=\"text/javascript\">{vega_bundle_script()}</script>\n{html}"
+            self.sent = True
+        return {"text/html": html}
+
+
+alt.renderers.register(OFFLINE_RENDERER, _OfflineHtmlRenderer())
 
 
 def configure_renderer() -> str:
     """Choose Altair's renderer for where the code runs, and return its name.
 
-    * In the book build (``SPECTRAL_BOOK_BUILD=1``) charts use the ``html`` renderer, whose Vega
-      scripts the site ships itself (see ``book/_ext/offline_vega.py``), so pages work offline.
-    * Elsewhere (JupyterLab) Altair's default mimetype renderer is kept: JupyterLab renders it
-      natively, with no network.
+    * In the book build (``SPECTRAL_BOOK_BUILD=1``) charts use the ``html`` renderer; the site ships
+      the Vega scripts itself (``book/_ext/offline_assets.py``), so pages work offline.
+    * Elsewhere (JupyterLab) the :data:`OFFLINE_RENDERER`, whose first chart carries the scripts.
     """
-    name = "html" if os.environ.get(BOOK_BUILD_ENV) == "1" else "default"
+    name = "html" if os.environ.get(BOOK_BUILD_ENV) == "1" else OFFLINE_RENDERER
     alt.renderers.enable(name)
     alt.data_transformers.disable_max_rows()
     return name

@@ -2,9 +2,8 @@
 
 * **Vega.** Altair's ``html`` renderer loads Vega, Vega-Lite and Vega-Embed from a CDN unless
   ``window.VEGA_DEBUG`` already records their versions and a global ``vegaEmbed`` exists. At build
-  time we write one local script, made from ``vl_convert.javascript_bundle()`` (which defines
-  ``window.vegaEmbed``, ``window.vega`` and ``window.vegaLite``) wrapped in a function, followed by
-  the version record Altair checks, and load it in every page's ``<head>`` before any chart.
+  time we write :func:`lib.plotting.vega_bundle_script` to one local script and load it in every
+  page's ``<head>`` before any chart.
 * **Notebooks.** The download button offers every chapter as an executed ``.ipynb``.
 * **MathJax.** ``make vendor`` unpacks MathJax 3 from the npm registry into ``.vendor/mathjax``;
   this extension serves it from ``_static/mathjax`` instead of the CDN. A build without it fails
@@ -16,10 +15,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import altair as alt
-import vl_convert as vlc
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
+
+from lib.plotting import vega_bundle_script
 
 VEGA_SCRIPT = "vega-offline.js"
 MATHJAX_ENTRY = "mathjax/tex-mml-chtml.js"
@@ -28,14 +27,7 @@ MATHJAX_ENTRY = "mathjax/tex-mml-chtml.js"
 def _add_vega(app: Sphinx) -> None:
     static = Path(app.outdir).parent / "vega_static"
     static.mkdir(parents=True, exist_ok=True)
-    bundle = vlc.javascript_bundle(vl_version=alt.VEGALITE_VERSION.rsplit(".", 1)[0])
-    record = (
-        "window.VEGA_DEBUG = Object.assign(window.VEGA_DEBUG || {}, {"
-        f'vega_version: "{alt.VEGA_VERSION}", '
-        f'vegalite_version: "{alt.VEGALITE_VERSION}", '
-        f'vegaembed_version: "{alt.VEGAEMBED_VERSION}"}});\n'
-    )
-    (static / VEGA_SCRIPT).write_text("(function () {\n" + bundle + "\n})();\n" + record, encoding="utf-8")
+    (static / VEGA_SCRIPT).write_text(vega_bundle_script(), encoding="utf-8")
     app.config.html_static_path.append(str(static))
     app.add_js_file(VEGA_SCRIPT, priority=100)
 

@@ -1,0 +1,64 @@
+"""Charts render with no network: in the site (tested in test_site_browser) and in JupyterLab.
+
+The JupyterLab renderer is checked the way JupyterLab shows it: its HTML output, alone in a page,
+opened in headless Chromium, must draw an SVG without any request leaving the page.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib import plotting
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def _chart() -> alt.Chart:
+    data = pd.DataFrame({"x": np.arange(5), "y": np.arange(5) ** 2})
+    return plotting.titled(alt.Chart(data).mark_line().encode(x="x:Q", y="y:Q"), "test", "toy")
+
+
+def test_renderer_choice(monkeypatch):
+    monkeypatch.setenv(plotting.BOOK_BUILD_ENV, "1")
+    assert plotting.configure_renderer() == "html"
+    monkeypatch.delenv(plotting.BOOK_BUILD_ENV)
+    assert plotting.configure_renderer() == plotting.OFFLINE_RENDERER
+
+
+def test_first_chart_carries_vega_and_later_ones_do_not():
+    renderer = plotting._OfflineHtmlRenderer()
+    spec = _chart().to_dict()
+    first, second = renderer(spec)["text/html"], renderer(spec)["text/html"]
+    assert "vegaEmbed" in first and len(first) > 500_000
+    assert len(second) < 50_000
+
+
+def test_eigenvalue_chart_names_its_model():
+    lams = np.array([[2.0, 1 + 1j, 1 - 1j, 0.1], [1.0, -0.5, 0.2, 0.0]])
+    spec = plotting.eigenvalue_chart(lams, model="toy model").to_dict()
+    assert spec["title"]["subtitle"] == ["model: toy model"]
+
+
+@pytest.mark.browser
+def test_jupyterlab_output_renders_offline(tmp_path: Path):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("chromium not installed")
+    from playwright.sync_api import sync_playwright
+
+    html = plotting._OfflineHtmlRenderer()(_chart().to_dict())["text/html"]
+    page_file = tmp_path / "out.html"
+    page_file.write_text(f"<!doctype html><html><body>{html}</body></html>", encoding="utf-8")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        outside: list[str] = []
+        page.on("request", lambda r: outside.append(r.url) if not r.url.startswith("file://") else None)
+        page.goto(page_file.as_uri())
+        page.wait_for_selector(".vega-embed svg", timeout=15000)
+        browser.close()
+    assert not outside, outside
