@@ -20,6 +20,9 @@ import warnings
 
 from lib.errors import (
     CheckpointError,
+    InputError,
+    InputTypeError,
+    LayerIndexError,
     ModelNotAvailableError,
     ModelTooLargeError,
     SpectralBookError,
@@ -33,6 +36,9 @@ __all__ = [
     "OFFLINE_ALIASES",
     "SUPPORTED_FAMILIES",
     "CheckpointError",
+    "InputError",
+    "InputTypeError",
+    "LayerIndexError",
     "ModelNotAvailableError",
     "ModelTooLargeError",
     "SpectralBookError",

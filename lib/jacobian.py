@@ -29,6 +29,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from lib.errors import InputError
+from lib.memory import require
+
 __all__ = [
     "JacobianSet",
     "batched_jacobians",
@@ -156,6 +159,13 @@ def _batched_jacobians(f: Fn, X: torch.Tensor, mode: str, chunk_size: int | None
     raise ValueError(f"mode must be 'rev' or 'fwd', got {mode!r}")
 
 
+def available_bytes_for_jacobians(device: torch.device, d: int) -> int:
+    """How many ``(d, d)`` Jacobians (float64 result + float32 work) fit in memory on ``device``."""
+    from lib.memory import available_bytes
+
+    return available_bytes(device) // (12 * d * d)
+
+
 def _auto_chunks(model, P: int, d: int, budget_mb: float) -> tuple[int, int | None]:
     """Prompts per batch and tangent chunk so that the widest activation stays under ``budget_mb``."""
     cfg = model.config
@@ -184,8 +194,16 @@ def layer_jacobians(
     """
     p = _param(model)
     X = torch.as_tensor(X).to(device=p.device, dtype=p.dtype)
-    if X.dim() != 2 or X.shape[1] != model.d_model:
-        raise ValueError(f"X must have shape (P, {model.d_model}), got {tuple(X.shape)}")
+    if X.dim() != 2 or X.shape[1] != model.d_model or X.shape[0] == 0:
+        raise InputError(f"X must have shape (P, {model.d_model}) with P ≥ 1, got {tuple(X.shape)}")
+    P_all, d_all = X.shape
+    fits = max(1, available_bytes_for_jacobians(p.device, d_all))
+    require(
+        12 * P_all * d_all * d_all + int(budget_mb * 2**20),
+        f"{P_all} Jacobians of size {d_all}×{d_all} (float64 result + float32 work)",
+        f"About {fits} prompts fit per call: pass fewer rows of X at a time, or use a GPU with more memory.",
+        device=p.device,
+    )
     if part == "block":
         f = block_fn(model, t)
     else:
@@ -197,7 +215,7 @@ def layer_jacobians(
             with torch.no_grad():
                 X = attn(X)
         else:
-            raise ValueError(f"part must be 'block', 'attn' or 'mlp', got {part!r}")
+            raise InputError(f"part must be 'block', 'attn' or 'mlp', got {part!r}")
     P, d = X.shape
     per_batch, tangent = _auto_chunks(model, P, d, budget_mb)
     out = torch.empty(P, d, d, dtype=torch.float64, device=p.device)
@@ -210,7 +228,7 @@ def layer_jacobian(model, t: int, x) -> torch.Tensor:
     """The ``(d, d)`` float64 Jacobian of block ``t`` (norms and skips included) at one residual ``x`` (d,)."""
     x = torch.as_tensor(x)
     if x.dim() != 1:
-        raise ValueError(f"x must be one residual vector of shape ({model.d_model},), got {tuple(x.shape)}")
+        raise InputError(f"x must be one residual vector of shape ({model.d_model},), got {tuple(x.shape)}")
     return layer_jacobians(model, t, x[None])[0]
 
 
@@ -295,6 +313,16 @@ def sweep(
     """
     layers = list(range(model.n_layers)) if layers is None else list(layers)
     P, d = X.shape[1], X.shape[2]
+    if P == 0:
+        raise InputError("no prompts: X has P = 0 rows; pass at least one prompt's residuals")
+    n_means = 3 if parts else 1  # the block's mean, plus the attention and MLP means
+    host = n_means * len(layers) * d * d * 8 + (len(layers) * P * d * d * 4 if keep_per_prompt else 0)
+    require(
+        host,
+        f"a Jacobian sweep over {len(layers)} layers × {P} prompts at d = {d}"
+        + (" keeping every prompt's Jacobian" if keep_per_prompt else ""),
+        "Pass keep_per_prompt=False (only the means are kept), fewer layers, or fewer prompts.",
+    )
     mean = np.zeros((len(layers), d, d))
     per = np.zeros((len(layers), P, d, d), dtype=np.float32) if keep_per_prompt else None
     part_means = {k: np.zeros((len(layers), d, d)) for k in ("attn", "mlp")} if parts else {}

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import psutil
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as transformers_logging
@@ -28,10 +27,10 @@ from lib.errors import (
     InputError,
     CheckpointError,
     ModelNotAvailableError,
-    ModelTooLargeError,
     UnsafeCheckpointError,
     UnsupportedModelError,
 )
+from lib.memory import require
 from lib.models.families import FAMILIES, Family, family_for_model_type
 
 __all__ = [
@@ -198,15 +197,13 @@ def estimate_weight_bytes(config: Any, dtype: torch.dtype) -> int:
 
 
 def _check_fits(config: Any, dtype: torch.dtype, label: str, max_memory_bytes: int | None) -> None:
-    need = estimate_weight_bytes(config, dtype)
-    avail = max_memory_bytes if max_memory_bytes is not None else int(psutil.virtual_memory().available * 0.8)
-    if need > avail:
-        smaller = "" if dtype != torch.float32 else " Holding the weights in bfloat16 (dtype=torch.bfloat16) halves it;"
-        raise ModelTooLargeError(
-            f"{label} needs about {need / 2**30:.1f} GiB for its weights in {dtype}, but only "
-            f"{avail / 2**30:.1f} GiB of memory is available.{smaller} a smaller checkpoint of the "
-            "same family or a machine with more memory (or a GPU) would fit."
-        )
+    smaller = "Holding the weights in bfloat16 (dtype=torch.bfloat16) halves it; " if dtype == torch.float32 else ""
+    require(
+        estimate_weight_bytes(config, dtype),
+        f"{label} (its weights in {dtype})",
+        f"{smaller}a smaller checkpoint of the same family or a machine with more memory (or a GPU) would fit.",
+        budget=max_memory_bytes,
+    )
 
 
 def _weight_files(folder: Path) -> tuple[list[Path], list[Path]]:
