@@ -2,16 +2,22 @@
 
 :func:`install` registers an IPython handler. When a cell raises an error that ``lib`` raised on
 purpose (any :class:`lib.errors.SpectralBookError`, e.g. an unknown model id or a matrix that is
-not square), the cell shows the error's type and message only, plus one line saying where to look.
+not square, or a ``ValueError``/``TypeError``/``IndexError``/``KeyError`` raised by a ``lib``
+function checking its arguments), the cell shows the error's type and message only, plus one line
+saying where to look.
 Every other exception keeps IPython's full traceback. The cell still *fails* (the kernel reports an
 error), so a book build with such a cell still stops.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from lib.errors import SpectralBookError
+
+_LIB_DIR = Path(__file__).resolve().parent
+_CHECKED = (ValueError, TypeError, IndexError, KeyError)
 
 __all__ = ["install", "short_traceback"]
 
@@ -24,8 +30,22 @@ def short_traceback(evalue: BaseException) -> list[str]:
     ]
 
 
+def _raised_in_lib(tb: Any) -> bool:
+    """Whether the innermost frame of a traceback is in ``lib`` (an argument check, not a bug deeper down)."""
+    last = None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    if last is None:
+        return False
+    return Path(last.tb_frame.f_code.co_filename).resolve().is_relative_to(_LIB_DIR)
+
+
+def _is_reader_error(evalue: BaseException, tb: Any) -> bool:
+    return isinstance(evalue, SpectralBookError) or (isinstance(evalue, _CHECKED) and _raised_in_lib(tb))
+
+
 def _handler(shell: Any, etype: type, evalue: BaseException, tb: Any, tb_offset: int | None = None) -> Any:
-    if isinstance(evalue, SpectralBookError) and shell.InteractiveTB.mode != "Verbose":
+    if _is_reader_error(evalue, tb) and shell.InteractiveTB.mode != "Verbose":
         stb = short_traceback(evalue)
         shell._showtraceback(etype, evalue, stb)
         return stb
@@ -41,5 +61,5 @@ def install() -> bool:
     shell = get_ipython()
     if shell is None:
         return False
-    shell.set_custom_exc((SpectralBookError,), _handler)
+    shell.set_custom_exc((SpectralBookError, *_CHECKED), _handler)
     return True

@@ -30,6 +30,18 @@ def test_reader_error_is_one_clear_message():
         assert words in "\n".join(err.traceback)
 
 
+def test_argument_checks_inside_lib_are_short_but_user_bugs_are_not():
+    nb = _run([
+        "import lib; lib.book_setup()",
+        "from lib.power import steps_needed\nsteps_needed(1.5)",
+        "def mine(x):\n    raise ValueError('my own bug')\nmine(1)",
+    ])
+    short = _error_output(nb.cells[1])
+    assert short.ename == "ValueError"
+    assert len(short.traceback) <= 2 and "ratio" in "\n".join(short.traceback)
+    assert len(_error_output(nb.cells[2]).traceback) > 2
+
+
 def test_other_errors_keep_the_full_traceback():
     nb = _run(["import lib; lib.book_setup()", "def f():\n    return 1 / 0\nf()"])
     err = _error_output(nb.cells[1])
