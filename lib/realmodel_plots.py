@@ -119,7 +119,7 @@ def cross_layer_chart(
 
 def spectrum_summary_chart(
     table: pd.DataFrame, *, model: str, title: str = "Principal eigenvalue of F per model",
-    width: int = 260, height: int = 200,
+    width: int = 150, height: int = 200,
 ) -> alt.TopLevelMixin:
     """Gap ratio ``|λ_next|/|λ₁|`` (left) and ``|λ₁|`` (right) per row of a spectrum table, shape = λ₁ complex?
 
@@ -127,7 +127,7 @@ def spectrum_summary_chart(
     labelled ``model · layer``.
     """
     df = table.copy()
-    df["row"] = df["model"] + " · layer " + df["layer"].astype(str)
+    df["row"] = df["model"].str.replace(" (random init, seed ", " (seed ", regex=False) + " · " + df["layer"].astype(str)
     base = alt.Chart(df).encode(
         y=alt.Y("row:N", title=None, sort=list(df["row"])),
         shape=alt.Shape("lambda1_complex:N", title="λ₁ complex?", legend=_LEGEND),
