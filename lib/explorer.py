@@ -24,9 +24,10 @@ import pandas as pd
 import torch
 
 from lib import dynamics, power, spectra, toys
+from lib.errors import InputError
 from lib.plotting import titled
 
-__all__ = ["GRID", "explore_run", "explorer_chart", "static_explorer", "widget_explorer"]
+__all__ = ["GRID", "check_explorer_args", "explore_run", "explorer_chart", "static_explorer", "widget_explorer"]
 
 D, N_TOKENS, STEPS, SEED = 32, 12, 30, 0
 GRID: dict[str, list[float]] = {
@@ -70,6 +71,27 @@ def _runs(gap: float, theta_deg: float, heads_list, beta_list, steps: int, seed:
     return out
 
 
+def check_explorer_args(gap: float, theta_deg: float, heads: int, beta: float, steps: int) -> None:
+    """Refuse slider values outside the explorer's ranges with one clear message.
+
+    Ranges: ``0 ≤ gap < 1``; ``0 ≤ θ ≤ 180`` degrees (0: real ``λ₁``, 180: negative ``λ₁``);
+    ``heads`` a divisor of ``d = 32``; ``β ≥ 0`` (0: uniform attention); ``steps ≥ 1``.
+    """
+    problems = []
+    if not (math.isfinite(gap) and 0 <= gap < 1):
+        problems.append(f"gap must lie in [0, 1), got {gap}")
+    if not (math.isfinite(theta_deg) and 0 <= theta_deg <= 180):
+        problems.append(f"the angle θ must lie in [0, 180] degrees, got {theta_deg}")
+    if int(heads) != heads or heads < 1 or D % int(heads):
+        problems.append(f"heads must divide d = {D} (1, 2, 4, 8, 16, 32), got {heads}")
+    if not (math.isfinite(beta) and beta >= 0):
+        problems.append(f"attention sharpness β must be ≥ 0, got {beta}")
+    if int(steps) != steps or steps < 1:
+        problems.append(f"steps must be a positive integer, got {steps}")
+    if problems:
+        raise InputError("; ".join(problems))
+
+
 def explore_run(gap: float, theta_deg: float, heads: int, beta: float, *, steps: int = STEPS, seed: int = SEED) -> pd.DataFrame:
     """One simulation of the explorer's toy: a DataFrame with one row per step.
 
@@ -78,6 +100,7 @@ def explore_run(gap: float, theta_deg: float, heads: int, beta: float, *, steps:
     cosine of token 0 with the first basis vector ``b₁`` of that subspace (it flips sign for a negative
     ``λ₁`` and oscillates for a complex pair).
     """
+    check_explorer_args(gap, theta_deg, heads, beta, steps)
     return _runs(gap, theta_deg, [heads], [beta], steps, seed)[0]
 
 

@@ -102,6 +102,8 @@ def bulk_eigenvalues(m: int, radius: float, rng: np.random.Generator, complex_sh
     """
     if m <= 0:
         return []
+    if radius == 0:  # a zero bulk: complex "pairs" of modulus 0 would collapse to one real dimension
+        return [0.0] * m
     out: list[complex] = [radius * rng.choice([-1.0, 1.0])]
     left = m - 1
     while left > 0:
