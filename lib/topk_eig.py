@@ -54,10 +54,11 @@ from scipy.linalg.lapack import dtrsen
 
 from lib.spectra import TAU_COMPLEX, as_float64, is_complex, normalize_eigvec, sort_order
 
-__all__ = ["DENSE_MAX_D", "TopK", "normalize_eigvecs", "topk_eig", "topk_eig_dense"]
+__all__ = ["DENSE_FACTOR", "TopK", "normalize_eigvecs", "topk_eig", "topk_eig_dense"]
 
-DENSE_MAX_D = 128
-"""``method="auto"`` uses dense LAPACK up to this ``d`` (a full ``eig`` is cheaper there)."""
+DENSE_FACTOR = 3
+"""``method="auto"`` uses dense LAPACK when ``d < DENSE_FACTOR · m`` (measured: below that the
+Krylov basis is a large share of ``d`` and a full ``eig`` is as fast)."""
 
 
 @dataclass
@@ -244,19 +245,19 @@ def topk_eig(
     m = min(m_req, d - b) if method == "krylov" else min(m_req, d // 2)
     # The kept Schur basis needs room for k (+1 for a pair, +1 guard) and at least two new blocks.
     keep_min = k + 2
-    if method == "dense" or (method == "auto" and (d <= DENSE_MAX_D or m < keep_min + 2 * b)):
+    if method == "dense" or (method == "auto" and (d < DENSE_FACTOR * m_req or m < keep_min + 2 * b)):
         return topk_eig_dense(At.reshape(tuple(batch) + (d, d)), k)
     if m < keep_min + b or b < 1:
         raise ValueError(f"d = {d} is too small for a Krylov basis of m = {m} with block {b} and k = {k}; "
                          "use method='dense'")
-    if not torch.isfinite(At).all():
-        raise ValueError("matrix contains NaN or infinite entries")
     device = At.device
     if work_dtype is None:
         work_dtype = torch.float32 if device.type == "cuda" else torch.float64
     A64 = At.to(torch.float64)
     L = A64.shape[0]
-    fro = torch.linalg.matrix_norm(A64)  # (L,)
+    fro = torch.linalg.vector_norm(A64, dim=(-2, -1))  # (L,) ‖A‖_F, no d×d temporary
+    if not bool(torch.isfinite(fro).all()):  # a NaN or ±inf entry makes ‖A‖_F non-finite
+        raise ValueError("matrix contains NaN or infinite entries")
     p = min(max(keep_min, int(keep) if keep is not None else m // 3 + k // 2), m - b)
     gen = torch.Generator(device=device).manual_seed(seed)
     tol32 = 1e-6  # float32 residual target: below this, continue in float64

@@ -150,6 +150,10 @@ def test_d1():
         topk_eig(np.eye(3), 4)
     with pytest.raises(ValueError):
         topk_eig(np.ones((3, 2)), 1)
+    bad = np.eye(150)
+    bad[3, 4] = np.nan
+    with pytest.raises(ValueError):
+        topk_eig(bad, 2, method="krylov")
 
 
 def test_float32_input_and_mixed_precision_path():

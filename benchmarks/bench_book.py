@@ -1,0 +1,115 @@
+"""The book build, per chapter: wall time and peak memory of executing each notebook (not a test).
+
+Every page of ``_toc.yml`` that is a notebook (a MyST markdown file with a ``kernelspec``) is
+executed the way the build executes it (``jupytext`` → ``nbclient``, kernel ``python3``, working
+directory ``book/``, ``SPECTRAL_BOOK_BUILD=1``, offline), each in its own subprocess. The parent
+polls the subprocess *tree* (the runner and its kernel) every 50 ms with psutil and records the
+peak of the summed resident set. Regressions in a chapter's run time or memory show here without a
+full ``jupyter-book`` build; the build's own execution table is on the site's About page.
+
+There is no baseline for a chapter: ``baseline_s`` and ``ratio`` are empty.
+
+Run: ``python -m benchmarks.bench_book`` (all chapters) or :func:`run`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from benchmarks import format_table
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def notebook_pages() -> list[Path]:
+    """The notebook pages of the table of contents, in order."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for e in entries or []:
+            if "file" in e:
+                files.append(e["file"])
+            walk(e.get("sections"))
+            walk(e.get("chapters"))
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    pages = []
+    for f in files:
+        p = ROOT / (f if f.endswith(".md") else f + ".md")
+        if p.exists() and "kernelspec:" in p.read_text()[:2000]:
+            pages.append(p)
+    return pages
+
+
+def _execute(path: str, timeout: int) -> None:
+    """Child process: execute one MyST notebook as the build does (raises on a failing cell)."""
+    import jupytext
+    from nbclient import NotebookClient
+
+    nb = jupytext.read(path)
+    NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                   resources={"metadata": {"path": str(Path(path).parent)}}).execute()
+
+
+def time_chapter(page: Path, timeout: int = 900) -> dict:
+    env = dict(os.environ, SPECTRAL_BOOK_BUILD="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONHASHSEED="0")
+    cmd = [sys.executable, "-m", "benchmarks.bench_book", "--execute", str(page), "--timeout", str(timeout)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    ps = psutil.Process(proc.pid)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            rss = ps.memory_info().rss + sum(c.memory_info().rss for c in ps.children(recursive=True))
+            peak = max(peak, rss)
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    wall = time.perf_counter() - t0
+    log = proc.stdout.read() if proc.stdout else ""
+    row = {"size": page.stem, "time_s": wall, "baseline_s": None, "ratio": None, "peak_mb": peak / 2**20,
+           "status": "ok" if proc.returncode == 0 else "failed"}
+    if proc.returncode != 0:
+        row["error"] = log.strip().splitlines()[-1][:300] if log.strip() else f"exit code {proc.returncode}"
+    return row
+
+
+def run(quick: bool = False, verbose: bool = True, timeout: int = 900) -> dict:
+    """Execute every notebook chapter (``quick``: only the first two) and time it."""
+    pages = notebook_pages()
+    if quick:
+        pages = pages[:2]
+    out = {f"book_{p.stem}": time_chapter(p, timeout) for p in pages}
+    if verbose:
+        print(report(out))
+    return out
+
+
+def report(out: dict) -> str:
+    rows = [dict(kernel=k, **v) for k, v in out.items()]
+    return format_table("book chapters: execution wall time and peak RSS (runner + kernel)", rows, [
+        ("kernel", "chapter", "s"), ("time_s", "wall s", ".1f"), ("peak_mb", "peak MB", ".0f"), ("status", "status", "s")])
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--execute", help="execute one notebook (child mode)")
+    ap.add_argument("--timeout", type=int, default=900)
+    args = ap.parse_args()
+    if args.execute:
+        _execute(args.execute, args.timeout)
+    else:
+        run(timeout=args.timeout)
