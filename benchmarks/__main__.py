@@ -109,9 +109,11 @@ def main(argv=None) -> int:
     for name in modules:
         if not (HERE / f"{name}.py").exists():
             status[name] = {"status": "missing"}
-            for k in EXPECTED.get(name, []):
-                results[k] = {**dict.fromkeys(ROW_KEYS), "status": "failed", "error": f"benchmarks/{name}.py is missing"}
+            rows = {k: {**dict.fromkeys(ROW_KEYS), "status": "failed", "error": f"benchmarks/{name}.py is missing"}
+                    for k in EXPECTED.get(name, [])}
+            results.update(rows)
             print(f"\n[{name}] missing: skipped", flush=True)
+            print(_module_table(name, rows, {}, None), flush=True)
             continue
         print(f"\n[{name}] running …", flush=True)
         t0 = time.perf_counter()

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from benchmarks import compare, fit_exponent, format_table
+from lib import toys
 from lib.spectra import sort_order
 from lib.topk_eig import topk_eig
 
@@ -34,15 +35,10 @@ def trained_like(L: int, d: int, seed: int = 0) -> torch.Tensor:
     rng = np.random.default_rng(seed)
     out = np.empty((L, d, d))
     for i in range(L):
+        P = toys.block_matrix(PLANTED)
+        j = P.shape[0]
         D = np.zeros((d, d))
-        j = 0
-        for lam in PLANTED:
-            if isinstance(lam, complex):
-                D[j : j + 2, j : j + 2] = [[lam.real, lam.imag], [-lam.imag, lam.real]]
-                j += 2
-            else:
-                D[j, j] = lam
-                j += 1
+        D[:j, :j] = P
         D[j:, j:] = rng.standard_normal((d - j, d - j)) / np.sqrt(d)
         D[:j, j:] = 0.5 * rng.standard_normal((j, d - j)) / np.sqrt(d)
         S = np.linalg.qr(rng.standard_normal((d, d)))[0] @ (np.eye(d) + 0.3 * np.triu(rng.standard_normal((d, d)), 1) / np.sqrt(d))

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib import spectra
+from lib import spectra, toys
 from lib.topk_eig import normalize_eigvecs, topk_eig, topk_eig_dense
 
 REL = 1e-8  # eigenvalues equal to LAPACK, relative to |λ_1|
@@ -26,15 +26,10 @@ def _ginibre(L, d, seed):
 def _with_outliers(d, lams, seed, bulk=1.0):
     """A non-normal matrix: a Ginibre bulk plus a planted block with the given spectrum."""
     rng = np.random.default_rng(seed)
+    P = toys.block_matrix(lams)
+    i = P.shape[0]
     D = np.zeros((d, d))
-    i = 0
-    for lam in lams:
-        if isinstance(lam, complex):
-            D[i : i + 2, i : i + 2] = [[lam.real, lam.imag], [-lam.imag, lam.real]]
-            i += 2
-        else:
-            D[i, i] = lam
-            i += 1
+    D[:i, :i] = P
     D[i:, i:] = bulk * rng.standard_normal((d - i, d - i)) / np.sqrt(d)
     D[:i, i:] = 0.3 * rng.standard_normal((i, d - i)) / np.sqrt(d)  # couple them (non-normal)
     S = np.eye(d) + 0.3 * rng.standard_normal((d, d)) / np.sqrt(d)
