@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from collections.abc import Sequence
 
 import altair as alt
@@ -110,7 +112,15 @@ def community_graph_chart(
     sel = sel[np.argsort(-np.abs(w[sel]))][:max_edges]
     g = ig.Graph(n=len(W), edges=list(zip(iu[0][sel].tolist(), iu[1][sel].tolist())))
     rng = np.random.default_rng(seed)
-    xy = np.asarray(g.layout_fruchterman_reingold(weights=np.abs(w[sel]).tolist(), seed=rng.random((len(W), 2)).tolist()))
+    # igraph draws the layout's random moves from its own generator (Python's `random` by default):
+    # give it a seeded one for this call, so two builds draw the same picture.
+    ig.set_random_number_generator(random.Random(seed))
+    try:
+        xy = np.asarray(
+            g.layout_fruchterman_reingold(weights=np.abs(w[sel]).tolist(), seed=rng.random((len(W), 2)).tolist())
+        )
+    finally:
+        ig.set_random_number_generator(random)
     nodes = pd.DataFrame({
         "unit": np.arange(len(W)), "x": xy[:, 0], "y": xy[:, 1], "community": [f"C{c}" for c in membership],
         "participation": participation, "log_gain": log_gain,

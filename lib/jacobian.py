@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from lib.progress import progress as progress_bar
 
 from lib.errors import InputError
 from lib.memory import require
@@ -326,7 +326,7 @@ def sweep(
     mean = np.zeros((len(layers), d, d))
     per = np.zeros((len(layers), P, d, d), dtype=np.float32) if keep_per_prompt else None
     part_means = {k: np.zeros((len(layers), d, d)) for k in ("attn", "mlp")} if parts else {}
-    for i, t in enumerate(tqdm(layers, desc=f"Jacobians ({model.label})", disable=not progress)):
+    for i, t in enumerate(progress_bar(layers, desc=f"Jacobians ({model.label})", disable=not progress)):
         J = layer_jacobians(model, t, X[t], mode=mode)
         mean[i] = J.mean(0).cpu().numpy()
         if per is not None:

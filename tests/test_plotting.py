@@ -62,3 +62,18 @@ def test_jupyterlab_output_renders_offline(tmp_path: Path):
         page.wait_for_selector(".vega-embed svg", timeout=15000)
         browser.close()
     assert not outside, outside
+
+
+def test_progress_bars_are_text_in_the_book_build(monkeypatch):
+    """A widget progress bar would be a dead widget view in the static site."""
+    import tqdm.std
+
+    from lib.progress import progress
+
+    monkeypatch.setenv(plotting.BOOK_BUILD_ENV, "1")
+    bar = progress(range(3), disable=True)
+    assert type(bar) is tqdm.std.tqdm
+    monkeypatch.delenv(plotting.BOOK_BUILD_ENV)
+    import tqdm.auto
+
+    assert isinstance(progress(range(3), disable=True), tqdm.auto.tqdm)

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
+from lib.progress import progress as progress_bar
 
 from lib.errors import InputError, InputTypeError, LayerIndexError
 from lib.models.families import Family
@@ -235,5 +235,5 @@ class SpectralModel:
         if not texts:
             raise InputError("texts is empty: pass at least one string")
         show = len(texts) > 20 if progress is None else progress
-        it = tqdm(texts, desc=f"forward passes ({self.name})", disable=not show)
+        it = progress_bar(texts, desc=f"forward passes ({self.name})", disable=not show)
         return [self.hidden_states_ids(self.encode(text)["input_ids"]) for text in it]
