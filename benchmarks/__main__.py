@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick] [--with-4096] [--chapters] [--threads N] [--only NAME ...]``.
+"""``python -m benchmarks [--quick] [--with-4096] [--chapters] [--device cuda] [--threads N] [--only NAME ...]``.
 
 Runs every benchmark module that is present (``bench_jacobian``, ``bench_dynamics``, ``bench_eig``,
 ``bench_cumulative``; ``bench_book`` with ``--chapters``), prints one table per kernel group and
@@ -36,7 +36,7 @@ QUICK_KWARGS = {"bench_jacobian": {"prompts": 4}, "bench_dynamics": {"steps": 10
 ROW_KEYS = ("size", "time_s", "baseline_s", "ratio", "peak_mb")
 
 
-def _call_run(mod, quick: bool, with_4096: bool) -> dict:
+def _call_run(mod, quick: bool, with_4096: bool, device: str = "cpu") -> dict:
     params = inspect.signature(mod.run).parameters
     name = mod.__name__.rsplit(".", 1)[-1]
     kw = {}
@@ -46,6 +46,8 @@ def _call_run(mod, quick: bool, with_4096: bool) -> dict:
         kw.update({k: v for k, v in QUICK_KWARGS.get(name, {}).items() if k in params})
     if "with_4096" in params:
         kw["with_4096"] = with_4096
+    if device != "cpu" and "device" in params:
+        kw["device"] = device
     if "verbose" in params:
         kw["verbose"] = False
     return mod.run(**kw)
@@ -93,8 +95,10 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes and few repeats (minutes)")
     ap.add_argument("--with-4096", action="store_true", help="add d = 4096 to the scaling sweeps")
     ap.add_argument("--chapters", action="store_true", help="also execute every book chapter (bench_book)")
+    ap.add_argument("--device", default="cpu", help="device for modules whose run() takes one (e.g. cuda)")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
-    ap.add_argument("--only", nargs="*", default=None, help="module names to run (e.g. bench_eig)")
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="module names to run (e.g. bench_eig); their rows replace those in an existing --out file")
     ap.add_argument("--out", default=str(HERE / "results.json"))
     args = ap.parse_args(argv)
     if args.threads:
@@ -119,7 +123,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         try:
             mod = importlib.import_module(f"benchmarks.{name}")
-            res = _call_run(mod, args.quick, args.with_4096)
+            res = _call_run(mod, args.quick, args.with_4096, args.device)
             rows, det = split_rows(name, res)
             status[name] = {"status": "ok", "wall_s": time.perf_counter() - t0}
         except Exception as e:  # a failing module must not stop the others
@@ -135,8 +139,19 @@ def main(argv=None) -> int:
             details[name] = det
         print(_module_table(name, rows, det, mod if status[name]["status"] == "ok" else None), flush=True)
 
-    meta = {**machine_facts(), "flags": {"quick": args.quick, "with_4096": args.with_4096, "chapters": args.chapters},
+    meta = {**machine_facts(), "flags": {"quick": args.quick, "with_4096": args.with_4096, "chapters": args.chapters,
+                                         "device": args.device, "threads": args.threads},
             "modules": status, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    if args.only and Path(args.out).exists():
+        # A partial run updates the file: other modules' rows (and their meta/details) are kept.
+        old = json.loads(Path(args.out).read_text())
+        old_meta = old.pop("_meta", {})
+        old_details = old.pop("_details", {})
+        results = {**old, **results}
+        details = {**old_details, **details}
+        meta["modules"] = {**old_meta.get("modules", {}), **status}
+        meta["previous_runs"] = old_meta.get("previous_runs", []) + [
+            {k: old_meta.get(k) for k in ("date", "load_avg_1m", "torch_threads", "flags")}]
     payload = {**results, "_meta": meta, "_details": details}
     Path(args.out).write_text(json.dumps(_clean(payload), indent=1) + "\n")
     print(f"\nwrote {args.out}  ({len(results)} kernels; torch threads {torch.get_num_threads()}, "

@@ -37,7 +37,7 @@ def residual_blocks(L: int, d: int, seed: int = 0) -> torch.Tensor:
 
 
 def bench_one(J: torch.Tensor, k: int | None, repeats: int) -> dict:
-    Jn = J.numpy()
+    Jn = J.cpu().numpy()  # the reference is NumPy (CPU) whatever the device
     cumulative_effective_rank(J[:2], k=k)  # warm-up
     r = compare(lambda: cumulative_effective_rank(J, k=k), lambda: nonnormal.cumulative_product(Jn, k=k),
                 repeats=repeats, device=J.device)
@@ -48,10 +48,13 @@ def bench_one(J: torch.Tensor, k: int | None, repeats: int) -> dict:
             "first_truncation": got.first_truncation, "final_erank": float(got.erank[-1])}
 
 
-def run(quick: bool = False, with_4096: bool = False, verbose: bool = True) -> dict:
-    """Headline kernels at d = 1024 (quick: d = 512, L = 4) and the d sweep at k = d/8."""
+def run(quick: bool = False, with_4096: bool = False, verbose: bool = True, device: str = "cpu") -> dict:
+    """Headline kernels at d = 1024 (quick: d = 512, L = 4) and the d sweep at k = d/8.
+
+    ``device="cuda"``: the fast kernel runs on the GPU (float64); the reference stays NumPy on CPU.
+    """
     d, L, reps = (512, 4, 2) if quick else (1024, 12, 3)
-    J = residual_blocks(L, d)
+    J = residual_blocks(L, d).to(device)
     out = {
         f"cumulative_erank_d{d}_k{d // 8}": bench_one(J, d // 8, reps),
         f"cumulative_erank_d{d}_full": bench_one(J, None, reps),
@@ -61,7 +64,7 @@ def run(quick: bool = False, with_4096: bool = False, verbose: bool = True) -> d
         sizes.append(4096)
     rows = []
     for dd in sizes:
-        r = bench_one(residual_blocks(4, dd, seed=dd), dd // 8, 1)
+        r = bench_one(residual_blocks(4, dd, seed=dd).to(device), dd // 8, 1)
         rows.append({"d": dd, "k": dd // 8, "fast_s": r["time_s"], "reference_s": r["baseline_s"],
                      "ratio": r["ratio"], "peak_mb": r["peak_mb"], "erank_rel_err": r["erank_rel_err"]})
     ds = [r["d"] for r in rows]

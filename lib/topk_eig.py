@@ -209,6 +209,7 @@ def topk_eig(
     seed: int = 0,
     method: str = "auto",
     keep: int | None = None,
+    chunk: int | None = None,
 ) -> TopK:
     """Leading ``k`` eigenpairs (by modulus) of each matrix of ``A``, with residuals.
 
@@ -224,6 +225,10 @@ def topk_eig(
             multiplicities (``b = 2`` costs about as much as ``b = 1`` on CPU: the stack is read
             once per block).
         keep: Schur vectors kept at a restart (default ``m // 3 + k // 2``, at least ``k + 2``).
+        chunk: matrices per batched run. Default on CPU: as many as fit in 32 MiB (float64), so
+            that a chunk stays in cache across its many matrix–vector products (measured on the
+            24 × 1024² benchmark stack: chunks of 4 run 1.7× faster than one batch of 24); on
+            CUDA: the whole stack.
         tol: convergence threshold on ``‖A x − θ x‖ / ‖A‖_F`` for each of the ``k`` Ritz pairs.
         max_cycles: restart cycles before giving up (unconverged matrices are flagged in
             ``converged`` and a warning is issued; their current Ritz pairs are returned).
@@ -251,6 +256,14 @@ def topk_eig(
         raise ValueError(f"d = {d} is too small for a Krylov basis of m = {m} with block {b} and k = {k}; "
                          "use method='dense'")
     device = At.device
+    if chunk is None:
+        chunk = At.shape[0] if device.type == "cuda" else max(1, (32 * 2**20) // (8 * d * d))
+    chunk = max(1, int(chunk))
+    if At.shape[0] > chunk:
+        kw = dict(m=m_req, block=b, tol=tol, max_cycles=max_cycles, work_dtype=work_dtype, seed=seed,
+                  method=method, keep=keep, chunk=chunk)
+        parts = [topk_eig(At[i : i + chunk], k, **kw) for i in range(0, At.shape[0], chunk)]
+        return _shape_out(_concat(parts), batch)
     if work_dtype is None:
         work_dtype = torch.float32 if device.type == "cuda" else torch.float64
     A64 = At.to(torch.float64)
@@ -381,6 +394,15 @@ def _finish(A64, fro, lams, Ys, Zs, k, converged, matvecs, cycles) -> TopK:
     if q > k:
         basis[~last_plus, :, k:] = 0.0
     return TopK(lams, X, res, basis, converged, matvecs, cycles, "krylov-schur")
+
+
+def _concat(parts: list[TopK]) -> TopK:
+    """Join the results of consecutive chunks of a stack (Schur bases padded to the widest)."""
+    q = max(p.schur_basis.shape[-1] for p in parts)
+    bases = [torch.nn.functional.pad(p.schur_basis, (0, q - p.schur_basis.shape[-1])) for p in parts]
+    cat = lambda name: torch.cat([getattr(p, name) for p in parts])  # noqa: E731
+    return TopK(cat("eigvals"), cat("eigvecs"), cat("residuals"), torch.cat(bases), cat("converged"),
+                cat("matvecs"), max(p.cycles for p in parts), parts[0].method)
 
 
 def _rayleigh_ritz(H: np.ndarray, p: int, k: int):

@@ -172,6 +172,10 @@ def test_batch_shapes_and_device():
         assert t.device == A.device
     single = topk_eig(A[0, 1], 2, method="krylov", m=40)
     np.testing.assert_allclose(single.eigvals.numpy(), r.eigvals[0, 1].numpy(), atol=1e-10)
+    chunked = topk_eig(A, 2, method="krylov", m=40, chunk=3)  # chunks of 3 and 1
+    assert chunked.eigvals.shape == (2, 2, 2) and chunked.schur_basis.shape[:3] == (2, 2, 140)
+    np.testing.assert_allclose(chunked.eigvals.numpy(), r.eigvals.numpy(), atol=1e-10)
+    np.testing.assert_allclose(chunked.residuals.numpy(), r.residuals.numpy(), atol=1e-12)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
