@@ -60,20 +60,17 @@ def sync(device: torch.device | str | None = None) -> None:
         torch.cuda.synchronize(device)
 
 
+def _status_kb(field: str) -> int:
+    """A ``/proc/self/status`` memory field in KiB (``VmRSS``: now, ``VmHWM``: peak since reset)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
 def _rss_kb() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def _hwm_kb() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
+    return _status_kb("VmRSS")
 
 
 class PeakMemory:
@@ -113,7 +110,7 @@ class PeakMemory:
             torch.cuda.synchronize(self.device)
             self.mb = (torch.cuda.max_memory_allocated(self.device) - self._start) / 2**20
         elif self.how == "VmHWM":
-            self.mb = max(0, _hwm_kb() - self._start) / 1024
+            self.mb = max(0, _status_kb("VmHWM") - self._start) / 1024
         else:
             self._stop = True
             self._thread.join()
