@@ -49,8 +49,9 @@ lab: $(STAMP)
 	$(VENV)/bin/jupyter lab book/
 
 ## make bench: benchmarks (not tests); prints tables and writes benchmarks/results.json
+## (options: make bench BENCH_ARGS="--quick --threads 1 --chapters")
 bench: $(STAMP)
-	$(PY) -m benchmarks
+	$(PY) -m benchmarks $(BENCH_ARGS)
 
 ## Headless Chromium for the browser test (Debian package; never a downloaded browser)
 browser-deps:
