@@ -29,27 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def notebook_pages() -> list[Path]:
     """The notebook pages of the table of contents, in order."""
-    import yaml
+    from lib.build_info import is_notebook, toc_pages
 
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for e in entries or []:
-            if "file" in e:
-                files.append(e["file"])
-            walk(e.get("sections"))
-            walk(e.get("chapters"))
-
-    walk(toc.get("chapters"))
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    pages = []
-    for f in files:
-        p = ROOT / (f if f.endswith(".md") else f + ".md")
-        if p.exists() and "kernelspec:" in p.read_text()[:2000]:
-            pages.append(p)
-    return pages
+    pages = [ROOT / f"{page}.md" for page in toc_pages(ROOT)]
+    return [p for p in pages if is_notebook(p)]
 
 
 def _execute(path: str, timeout: int) -> None:

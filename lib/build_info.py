@@ -5,12 +5,13 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
+from pathlib import Path
 
 import pandas as pd
 import psutil
 import torch
 
-__all__ = ["PACKAGES", "build_info"]
+__all__ = ["PACKAGES", "build_info", "is_notebook", "toc_pages"]
 
 PACKAGES = (
     "torch",
@@ -54,3 +55,28 @@ def build_info() -> pd.DataFrame:
     ]
     rows += [(f"package {name}", _version(name)) for name in PACKAGES]
     return pd.DataFrame(rows, columns=["item", "value"]).set_index("item")
+
+
+def toc_pages(root: Path) -> list[str]:
+    """Every page of the book's ``_toc.yml`` under ``root``, in order, as ``book/<name>`` (no suffix)."""
+    import yaml
+
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    pages = [toc["root"]]
+
+    def walk(entries: list | None) -> None:
+        for e in entries or []:
+            if "file" in e:
+                pages.append(e["file"])
+            walk(e.get("sections"))
+            walk(e.get("chapters"))
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    return pages
+
+
+def is_notebook(path: Path) -> bool:
+    """Whether a MyST markdown page is an executed notebook (it has a kernelspec)."""
+    return path.is_file() and "kernelspec:" in path.read_text(encoding="utf-8")[:2000]

@@ -42,22 +42,9 @@ def tiny_dir(tmp_path_factory):
 
 def toc_pages() -> list[str]:
     """Every page of the table of contents, as ``book/<name>`` without suffix, in order."""
-    import yaml
+    from lib.build_info import toc_pages as pages
 
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    pages = [toc["root"]]
-
-    def walk(entries):
-        for e in entries or []:
-            if "file" in e:
-                pages.append(e["file"])
-            walk(e.get("sections"))
-            walk(e.get("chapters"))
-
-    walk(toc.get("chapters"))
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    return pages
+    return pages(ROOT)
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,8 @@ import pytest
 from conftest import ROOT, toc_pages
 from nbclient import NotebookClient
 
+from lib.build_info import is_notebook
+
 pytestmark = pytest.mark.slow
 
 # Pages whose outputs describe the build itself, not the science.
@@ -38,7 +40,7 @@ _VOLATILE = [
 
 
 def _notebooks() -> list[str]:
-    return [p for p in toc_pages() if p not in MACHINE_PAGES and "kernelspec:" in (ROOT / f"{p}.md").read_text()[:400]]
+    return [p for p in toc_pages() if p not in MACHINE_PAGES and is_notebook(ROOT / f"{p}.md")]
 
 
 _FLOAT = re.compile(r"-?\d+\.\d+(?:[eE][-+]?\d+)?")
