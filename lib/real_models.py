@@ -33,6 +33,7 @@ import torch
 import lib
 from lib import dynamics, spectra
 from lib.alignment_stats import TokenStates
+from lib.errors import InputError
 
 __all__ = [
     "ALBERT_SIZES",
@@ -41,6 +42,7 @@ __all__ = [
     "ModelSpec",
     "albert_config_dir",
     "eigvals_table",
+    "summary_from_eigvals",
     "estimate_seconds",
     "is_shared",
     "prompt_states",
@@ -151,25 +153,35 @@ def eigvals_table(F: Any, label: str) -> tuple[np.ndarray, pd.DataFrame]:
     """Eigenvalues only (no eigenvectors, about 3× cheaper) and a per-layer summary table.
 
     Returns:
-        ``(eigvals (L, d) complex128 sorted, table)`` with ``model``, ``layer`` (1-based), ``d``,
-        ``spectral_radius``, ``lambda1`` (text), ``lambda1_complex``, ``gap_ratio`` and ``abs_gap``.
+        ``(eigvals (L, d) complex128 sorted, table)``; see :func:`summary_from_eigvals` for the table.
     """
-    lams = spectra.eigvals(F)
-    lams = np.atleast_2d(lams)
+    lams = np.atleast_2d(spectra.eigvals(F))
+    return lams, summary_from_eigvals(lams, label, d=lams.shape[1])
+
+
+def summary_from_eigvals(lams: Any, label: str, *, d: int) -> pd.DataFrame:
+    """Per-layer summary from sorted leading eigenvalues ``(L, k)`` (all ``d`` of them, or the top few).
+
+    Columns: ``model``, ``layer`` (1-based), ``d``, ``spectral_radius``, ``lambda1`` (text),
+    ``lambda1_complex``, ``gap_ratio`` and ``abs_gap``. The top three eigenvalues are enough: the gap
+    ratio skips a conjugate partner of ``λ_1``.
+    """
+    lams = np.atleast_2d(np.asarray(lams, dtype=np.complex128))
+    if lams.shape[1] < 3:
+        raise InputError(f"need at least the 3 leading eigenvalues per layer, got {lams.shape[1]}")
     top = np.abs(lams[:, 0])
     cplx = np.array([bool(spectra.is_complex(row[0], abs(row[0]))) for row in lams])
     ratio = np.atleast_1d(spectra.gap_ratio(lams))
-    table = pd.DataFrame({
+    return pd.DataFrame({
         "model": label,
         "layer": np.arange(1, lams.shape[0] + 1),
-        "d": lams.shape[1],
+        "d": d,
         "spectral_radius": top,
         "lambda1": [f"{z.real:.4f} ± {abs(z.imag):.4f}i" if c else f"{z.real:.4f}" for z, c in zip(lams[:, 0], cplx)],
         "lambda1_complex": cplx,
         "gap_ratio": ratio,
         "abs_gap": top * (1 - ratio),
     })
-    return lams, table
 
 
 # -- token trajectories ---------------------------------------------------------------------------------

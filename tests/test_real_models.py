@@ -106,3 +106,22 @@ def test_time_estimate_and_warning(monkeypatch):
         msg = rm.time_warning([m.hub_id for m in rm.PAPER_MODELS])
     assert "CPU only" in msg
     assert rm.time_warning(["unknown/model"]) == "No model of the paper's set selected."
+
+
+def test_summary_from_leading_eigenvalues_matches_the_full_table():
+    """The top few eigenvalues (e.g. from lib.topk_eig) give the same summary as the full spectrum."""
+    import numpy as np
+    import pandas as pd
+    import pytest
+
+    import lib
+    from lib import real_models as rm
+    from lib.topk_eig import topk_eig
+
+    F = np.random.default_rng(3).standard_normal((2, 60, 60))
+    lams, full = rm.eigvals_table(F, "toy")
+    top = topk_eig(F, 4)
+    part = rm.summary_from_eigvals(top.eigvals.numpy(), "toy", d=60)
+    pd.testing.assert_frame_equal(full.drop(columns="lambda1"), part.drop(columns="lambda1"), rtol=1e-9)
+    with pytest.raises(lib.InputError, match="3 leading"):
+        rm.summary_from_eigvals(lams[:, :2], "toy", d=60)
