@@ -16,7 +16,7 @@ from lib import spectra
 from lib.errors import InputError
 from lib.plotting import titled
 
-__all__ = ["LayerSpectra", "layer_spectra", "radius_gap_chart"]
+__all__ = ["LayerSpectra", "layer_spectra", "radius_gap_chart", "summary_table"]
 
 
 class LayerSpectra:
@@ -41,27 +41,36 @@ class LayerSpectra:
         with_condition = F64.shape[-1] <= 1024 if condition is None else condition
         self.principal = [spectra.principal(F64[t], condition=with_condition) for t in range(F64.shape[0])]
         self.eigvals = np.stack([p.eigvals for p in self.principal])
-        rows = []
-        for t, p in enumerate(self.principal):
-            rows.append(
-                {
-                    "model": model,
-                    "layer": t + 1,
-                    "spectral_radius": abs(p.eigval),
-                    "lambda1": _fmt(p.eigval, p.is_complex),
-                    "lambda1_complex": p.is_complex,
-                    "gap_ratio": p.gap_ratio,
-                    "abs_gap": abs(p.eigval) * (1.0 - p.gap_ratio),
-                    "residual": p.residual,
-                    "condition": p.condition,
-                    "frobenius": float(np.linalg.norm(F64[t])),
-                }
-            )
-        self.table = pd.DataFrame(rows)
+        self.table = summary_table(self.eigvals, model).assign(
+            residual=[p.residual for p in self.principal],
+            condition=[p.condition for p in self.principal],
+            frobenius=np.linalg.norm(F64, axis=(1, 2)),
+        )
 
 
-def _fmt(lam: complex, is_complex: bool) -> str:
-    return f"{lam.real:.4f} ± {abs(lam.imag):.4f}i" if is_complex else f"{lam.real:.4f}"
+def summary_table(lams: np.ndarray, model: str) -> pd.DataFrame:
+    """Per-layer summary from sorted leading eigenvalues ``(L, k)``: all ``d`` of them, or the top few.
+
+    Columns: ``model``, ``layer`` (1-based), ``spectral_radius``, ``lambda1`` (text),
+    ``lambda1_complex``, ``gap_ratio`` (``|λ_next|/|λ_1|``) and ``abs_gap`` (``|λ_1| − |λ_next|``,
+    the paper's "gap" wording). The three leading eigenvalues are enough, since the gap ratio skips
+    a conjugate partner of ``λ_1``.
+    """
+    lams = np.atleast_2d(np.asarray(lams, dtype=np.complex128))
+    if lams.shape[1] < 3:
+        raise InputError(f"need at least the 3 leading eigenvalues per layer, got {lams.shape[1]}")
+    top = np.abs(lams[:, 0])
+    cplx = [bool(spectra.is_complex(z, abs(z))) for z in lams[:, 0]]
+    ratio = np.atleast_1d(spectra.gap_ratio(lams))
+    return pd.DataFrame({
+        "model": model,
+        "layer": np.arange(1, lams.shape[0] + 1),
+        "spectral_radius": top,
+        "lambda1": [f"{z.real:.4f} ± {abs(z.imag):.4f}i" if c else f"{z.real:.4f}" for z, c in zip(lams[:, 0], cplx)],
+        "lambda1_complex": cplx,
+        "gap_ratio": ratio,
+        "abs_gap": top * (1 - ratio),
+    })
 
 
 def layer_spectra(model) -> LayerSpectra:

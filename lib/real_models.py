@@ -33,7 +33,7 @@ import torch
 import lib
 from lib import dynamics, spectra
 from lib.alignment_stats import TokenStates
-from lib.errors import InputError
+from lib.layer_spectra import summary_table
 
 __all__ = [
     "ALBERT_SIZES",
@@ -160,28 +160,10 @@ def eigvals_table(F: Any, label: str) -> tuple[np.ndarray, pd.DataFrame]:
 
 
 def summary_from_eigvals(lams: Any, label: str, *, d: int) -> pd.DataFrame:
-    """Per-layer summary from sorted leading eigenvalues ``(L, k)`` (all ``d`` of them, or the top few).
-
-    Columns: ``model``, ``layer`` (1-based), ``d``, ``spectral_radius``, ``lambda1`` (text),
-    ``lambda1_complex``, ``gap_ratio`` and ``abs_gap``. The top three eigenvalues are enough: the gap
-    ratio skips a conjugate partner of ``λ_1``.
-    """
-    lams = np.atleast_2d(np.asarray(lams, dtype=np.complex128))
-    if lams.shape[1] < 3:
-        raise InputError(f"need at least the 3 leading eigenvalues per layer, got {lams.shape[1]}")
-    top = np.abs(lams[:, 0])
-    cplx = np.array([bool(spectra.is_complex(row[0], abs(row[0]))) for row in lams])
-    ratio = np.atleast_1d(spectra.gap_ratio(lams))
-    return pd.DataFrame({
-        "model": label,
-        "layer": np.arange(1, lams.shape[0] + 1),
-        "d": d,
-        "spectral_radius": top,
-        "lambda1": [f"{z.real:.4f} ± {abs(z.imag):.4f}i" if c else f"{z.real:.4f}" for z, c in zip(lams[:, 0], cplx)],
-        "lambda1_complex": cplx,
-        "gap_ratio": ratio,
-        "abs_gap": top * (1 - ratio),
-    })
+    """:func:`lib.layer_spectra.summary_table` plus the width ``d`` (leading eigenvalues suffice)."""
+    table = summary_table(lams, label)
+    table.insert(2, "d", d)
+    return table
 
 
 # -- token trajectories ---------------------------------------------------------------------------------
