@@ -31,6 +31,18 @@ Measurements (:func:`spectral_report`, :func:`simplified_alignment`, :func:`real
 matched to the mean norm of the eigen-edit's change, :func:`matched_strength`) are here too. The lab
 (:mod:`lib.steering_lab`) puts them together.
 
+**Control: editing V instead of O** (``matrix="V"``, power-method §7 controls) [ours, a variant]::
+
+    V_L ← V_L + α b uᵀ,    b ∈ R^{n_kv·d_h},    F_L' = F_L + α y uᵀ,    y = O_grp b,    c = uᵀ y
+
+``V_L`` is here the checkpoint's own (unexpanded) value weight and ``O_grp`` (``d × n_kv·d_h``)
+sums the output columns of the query heads that share a KV head, so that ``F_L = O_grp V_L``. ``b``
+solves ``O_grp b = u`` (:func:`choose_w` on ``O_grpᵀ``; the minimum-norm fallback again when
+``O_grp`` is not square and invertible). With multi-head attention both edits give the same
+``F_L' = F_L + α u uᵀ``; with grouped-query attention ``y`` is only the projection of ``u`` on the
+column space of ``O_grp``, and since the principal eigenvector of ``F_L + α y uᵀ`` is
+``(λ' I − F_L)^{-1} y``, a V-edit steers toward ``y``, not ``u``.
+
 **ALBERT**: its layers share one module, so "the last layer's ``O``" is every layer's ``O``.
 :func:`steer` refuses it unless ``allow_shared=True``, in which case it edits the shared module and
 therefore every layer (``model.layer_matrices()`` then shows ``F'`` at every depth).
@@ -54,6 +66,7 @@ from lib.errors import InputError
 
 __all__ = [
     "ALPHA_SWEEP",
+    "MATRICES",
     "Direction",
     "SteeringEdit",
     "activation_addition",
@@ -62,6 +75,7 @@ __all__ = [
     "choose_w",
     "concept_direction",
     "difference_direction",
+    "grouped_output",
     "head_outputs",
     "matched_strength",
     "maybe_steer",
@@ -69,6 +83,8 @@ __all__ = [
     "one_thread",
     "unit_embeddings",
     "prepare_edit",
+    "projection_outputs",
+    "measured_change",
     "sign_agreement",
     "random_direction",
     "real_alignment",
@@ -81,6 +97,9 @@ __all__ = [
 
 ALPHA_SWEEP: tuple[float, ...] = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 """The sweep of ``α|c| / |λ_1(F_L)|`` suggested by power-method §7 (0 means: no edit)."""
+
+MATRICES: tuple[str, ...] = ("O", "V")
+"""Which weight :func:`steer` edits: the output matrix (the paper's edit) or the value matrix (a control)."""
 
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
@@ -272,9 +291,13 @@ class SteeringEdit:
         layer: the edited block ``l`` (0-based; figures say ``l + 1``).
         u: unit target (float64 ``(d,)``); label: its name.
         alpha: the absolute ``α`` applied; alpha_rel: ``α|c| / |λ_1(F_l)|``.
-        w: ``(H·d_h,)``; z: ``V_lᵀ w``; c: ``zᵀ u``; method: ``"solve"`` or ``"pinv"``.
+        w: the edit's weight-side vector: ``w`` (``(H·d_h,)``) for ``matrix="O"``, ``b``
+            (``(n_kv·d_h,)``) for ``matrix="V"``.
+        z, y: the change of ``F_l`` is ``α y zᵀ``. O-edit: ``y = u``, ``z = V_lᵀ w``; V-edit:
+            ``y = O_grp b``, ``z = u``. c: ``zᵀ y``. method: ``"solve"``, ``"pinv"`` or ``"given"``.
         radius: ``|λ_1(F_l)|`` before the edit.
         shared: whether the edited module is shared by several layers (ALBERT).
+        matrix: ``"O"`` (the paper's edit) or ``"V"`` (the control).
     """
 
     layer: int
@@ -288,11 +311,13 @@ class SteeringEdit:
     method: str
     radius: float
     shared: bool
+    matrix: str
+    y: np.ndarray
 
     @property
     def delta_F(self) -> np.ndarray:
-        """``α u zᵀ`` (d × d, float64), the change of ``F_l``."""
-        return self.alpha * np.outer(self.u, self.z)
+        """``α y zᵀ`` (d × d, float64), the change of ``F_l`` (``α u zᵀ`` for the O-edit)."""
+        return self.alpha * np.outer(self.y, self.z)
 
 
 def _check_alpha(alpha: Any) -> float:
@@ -314,52 +339,85 @@ def _is_shared(model: Any, t: int) -> bool:
     return sum(b is block for b in model.blocks) > 1
 
 
-def _weight_delta(module: nn.Module, family: str, u: np.ndarray, w: np.ndarray, alpha: float) -> torch.Tensor:
-    """``α u wᵀ`` in the module's own weight layout (GPT-2 ``Conv1D`` stores ``(in, out)``: ``α w uᵀ``)."""
-    D = alpha * np.outer(u, w)  # (d, H·d_h), column convention
+def grouped_output(att: Any) -> np.ndarray:
+    """``O_grp`` (``d × n_kv·d_h``, float64): the output columns of the query heads that share a KV head,
+    summed, so that ``F = O V = O_grp V_kv`` with ``V_kv`` the checkpoint's own value weight."""
+    O = spectra.as_float64(att.O)
+    d, H, n_kv, dh = O.shape[0], att.n_heads, att.n_kv_heads, att.head_dim
+    return O.reshape(d, n_kv, H // n_kv, dh).sum(axis=2).reshape(d, n_kv * dh)
+
+
+def _edited_module(model: Any, t: int, matrix: str) -> nn.Module:
+    block = model.blocks[t]
+    return model.adapter.output_module(block) if matrix == "O" else model.adapter.value_module(block)
+
+
+def _weight_delta(module: nn.Module, family: str, edit: SteeringEdit) -> torch.Tensor:
+    """The edit in the module's own weight layout.
+
+    O-edit: ``α u wᵀ`` (``d × H·d_h``); V-edit: ``α b uᵀ`` (``n_kv·d_h × d``). GPT-2's ``Conv1D``
+    stores ``(in, out)``, so the delta is transposed, and its fused ``c_attn`` holds the value weight
+    in its last ``d`` output columns.
+    """
+    if edit.matrix == "O":
+        D = edit.alpha * np.outer(edit.u, edit.w)
+    else:
+        D = edit.alpha * np.outer(edit.w, edit.u)
     weight = module.weight
     if family == "gpt2":
         D = D.T
+        if edit.matrix == "V":
+            full = np.zeros(tuple(weight.shape))
+            full[:, -D.shape[1]:] = D
+            D = full
     if tuple(D.shape) != tuple(weight.shape):
-        raise RuntimeError(f"edit of shape {D.shape} does not fit the output weight of shape {tuple(weight.shape)}")
+        raise RuntimeError(f"edit of shape {D.shape} does not fit the weight of shape {tuple(weight.shape)}")
     return torch.as_tensor(D, dtype=weight.dtype, device=weight.device)
 
 
 def prepare_edit(model: Any, direction: Any, alpha: float, *, relative: bool = True, layer: int = -1,
-                 allow_shared: bool = False, w: Any = None, radius: float | None = None) -> SteeringEdit:
+                 allow_shared: bool = False, w: Any = None, radius: float | None = None,
+                 matrix: str = "O") -> SteeringEdit:
     """Compute the edit :func:`steer` would apply, without touching the model (arguments as there)."""
     a = _check_alpha(alpha)
+    if matrix not in MATRICES:
+        raise InputError(f"matrix must be one of {MATRICES} (the output or the value matrix), got {matrix!r}")
     t = _resolve_layer(model, layer)
     shared = _is_shared(model, t)
     if shared and not allow_shared:
         raise InputError(
-            f"{model.label}: layer {t + 1} shares its module with other layers (ALBERT), so editing its output "
+            f"{model.label}: layer {t + 1} shares its module with other layers (ALBERT), so editing its {matrix} "
             "matrix edits every layer. Pass allow_shared=True to edit the shared layer (F' then holds at every depth)."
         )
     att = model.layer(t).attention
     d = att.d_model
     u_dir = as_direction(direction, d)
     u = u_dir.vector
+    # O-edit: F' = F + α u (Vᵀw)ᵀ, w solves Vᵀw = u.  V-edit: F' = F + α (O_grp b) uᵀ, b solves O_grp b = u.
+    side = spectra.as_float64(att.V) if matrix == "O" else grouped_output(att).T
     if w is None:
-        w, method = choose_w(att.V, u)
+        w, method = choose_w(side, u)
     else:
         w, method = spectra.as_float64(w), "given"
-        if w.shape != (att.V.shape[0],) or not np.all(np.isfinite(w)):
-            raise InputError(f"w must be a finite vector of shape ({att.V.shape[0]},) = (H·d_h,), got shape {w.shape}")
-    z = spectra.as_float64(att.V).T @ w
-    c = float(z @ u)
+        if w.shape != (side.shape[0],) or not np.all(np.isfinite(w)):
+            what = "(H·d_h,)" if matrix == "O" else "(n_kv·d_h,)"
+            raise InputError(f"w must be a finite vector of shape ({side.shape[0]},) = {what}, got shape {w.shape}")
+    y, z = (u, side.T @ w) if matrix == "O" else (side.T @ w, u)
+    c = float(z @ y)
     if abs(c) < 1e-8:
-        raise InputError(f"u is (numerically) orthogonal to the row space of V (c = {c:.1e}); no rank-1 O-edit can steer it")
+        space = "row space of V" if matrix == "O" else "column space of the grouped O"
+        raise InputError(f"u is (numerically) orthogonal to the {space} (c = {c:.1e}); no rank-1 {matrix}-edit can steer it")
     if radius is None:
         radius = float(spectra.spectral_radius(att.layer_matrix()))
     alpha_abs = a * radius / abs(c) if relative else a
     return SteeringEdit(t, u, u_dir.label, alpha_abs, alpha_abs * abs(c) / radius if radius > 0 else math.inf,
-                        w, z, c, method, radius, shared)
+                        w, z, c, method, radius, shared, matrix, y)
 
 
 @contextlib.contextmanager
 def steer(model: Any, direction: Any, alpha: float, relative: bool = True, *, layer: int = -1,
-          allow_shared: bool = False, w: Any = None, radius: float | None = None) -> Iterator[SteeringEdit]:
+          allow_shared: bool = False, w: Any = None, radius: float | None = None,
+          matrix: str = "O") -> Iterator[SteeringEdit]:
     """Edit ``O_l ← O_l + α u wᵀ`` in place for the duration of a ``with`` block; restore it exactly after.
 
     Args:
@@ -371,6 +429,8 @@ def steer(model: Any, direction: Any, alpha: float, relative: bool = True, *, la
         w: override the choice of :func:`choose_w` (a variant: any ``w`` with ``c = wᵀ V_l u ≠ 0``
             makes ``u`` an eigenvector direction of ``F_l'`` for large ``α``; ``method`` is then ``"given"``).
         radius: ``|λ_1(F_l)|`` if already known (saves one eigendecomposition in sweeps).
+        matrix: ``"O"`` (the paper's edit) or ``"V"``: the control ``V_l ← V_l + α b uᵀ`` (module
+            docstring); ``w`` then overrides ``b``.
 
     Yields:
         the :class:`SteeringEdit` (``w``, ``z``, ``c``, the absolute ``α``). Inside the block
@@ -380,16 +440,17 @@ def steer(model: Any, direction: Any, alpha: float, relative: bool = True, *, la
     model is bitwise identical afterwards.
 
     Raises:
-        InputError: ``alpha ≤ 0`` or not finite, a zero/ill-shaped direction, a shared module.
+        InputError: ``alpha ≤ 0`` or not finite, a zero/ill-shaped direction, a shared module, an
+            unknown ``matrix``.
     """
     edit = prepare_edit(model, direction, alpha, relative=relative, layer=layer, allow_shared=allow_shared, w=w,
-                        radius=radius)
-    module = model.adapter.output_module(model.blocks[edit.layer])
+                        radius=radius, matrix=matrix)
+    module = _edited_module(model, edit.layer, matrix)
     weight = module.weight
     saved = weight.detach().clone()
     try:
         with torch.no_grad():
-            weight.add_(_weight_delta(module, model.family, edit.u, edit.w, edit.alpha))
+            weight.add_(_weight_delta(module, model.family, edit))
         yield edit
     finally:
         with torch.no_grad():
@@ -437,28 +498,61 @@ def activation_addition(model: Any, direction: Any, strength: float, *, layer: i
 
 
 @torch.no_grad()
-def head_outputs(model: Any, texts: Sequence[str], layer: int = -1) -> list[np.ndarray]:
-    """The input of layer ``l``'s output projection (the concatenated head outputs ``o_i``), per text.
-
-    Returns one float64 ``(n, H·d_h)`` array per text (unedited or edited: the edit does not change it).
-    """
+def _around_output_projection(model: Any, texts: Sequence[str], layer: int, side: str) -> list[np.ndarray]:
+    """What enters (``side="in"``) or leaves (``"out"``) layer ``l``'s output projection, per text (float64)."""
     t = _resolve_layer(model, layer)
     module = model.adapter.output_module(model.blocks[t])
     seen: list[torch.Tensor] = []
+    if side == "in":
+        register = module.register_forward_pre_hook
 
-    def hook(_m: nn.Module, args: Any) -> None:
-        seen.append(args[0].detach())
+        def hook(_m: nn.Module, args: Any) -> None:
+            seen.append(args[0].detach())
+    else:
+        register = module.register_forward_hook
+
+        def hook(_m: nn.Module, _args: Any, out: torch.Tensor) -> None:  # type: ignore[misc]
+            seen.append(out.detach())
 
     out = []
     for text in texts:
         seen.clear()
-        handle = module.register_forward_pre_hook(hook)
+        handle = register(hook)
         try:
             model.hidden_states_ids(model.encode(text)["input_ids"])
         finally:
             handle.remove()
         out.append(spectra.as_float64(seen[-1][0]))
     return out
+
+
+def head_outputs(model: Any, texts: Sequence[str], layer: int = -1) -> list[np.ndarray]:
+    """The input of layer ``l``'s output projection (the concatenated head outputs ``o_i``), per text.
+
+    Returns one float64 ``(n, H·d_h)`` array per text (unchanged by an O-edit, changed by a V-edit).
+    """
+    return _around_output_projection(model, texts, layer, "in")
+
+
+def projection_outputs(model: Any, texts: Sequence[str], layer: int = -1) -> list[np.ndarray]:
+    """The output of layer ``l``'s output projection (``O o_i + b_O``, before any residual), per text.
+
+    Returns one float64 ``(n, d)`` array per text, with the model's *current* weights, so that the
+    change an edit makes there can be measured for any edit (:func:`measured_change`).
+    """
+    return _around_output_projection(model, texts, layer, "out")
+
+
+def measured_change(before: Sequence[np.ndarray], after: Sequence[np.ndarray], u: Any) -> tuple[float, float]:
+    """``(s, sign)`` from :func:`projection_outputs` without and with an edit: ``s`` = mean over tokens of
+    ``‖Δ_i‖`` (the activation-addition strength at matched norm), ``sign`` = fraction with ``Δ_i·u > 0``.
+
+    For the O-edit this equals :func:`matched_strength` and :func:`sign_agreement` (up to float32
+    rounding); for the V-edit, whose change passes through the attention average, it is the only way.
+    """
+    u = spectra.as_float64(u)
+    delta = np.concatenate([a - b for a, b in zip(after, before)])
+    return float(np.linalg.norm(delta, axis=1).mean()), float((delta @ u > 0).mean())
 
 
 def matched_strength(edit: SteeringEdit, outputs: Sequence[np.ndarray]) -> float:

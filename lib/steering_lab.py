@@ -55,6 +55,7 @@ class Lab:
     _real: list = field(default_factory=list, repr=False)
     _simple: list = field(default_factory=list, repr=False)
     _heads: dict = field(default_factory=dict, repr=False)
+    _proj: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         m = self.model
@@ -117,8 +118,20 @@ class Lab:
         return z.numpy()
 
     # -- one measurement -------------------------------------------------------------------------
-    def run(self, direction: Any, alpha: float, layer: int = -1, *, text: bool = True) -> dict[str, Any]:
+    def projection_outputs(self, layer: int) -> list[np.ndarray]:
+        """Unedited outputs of block ``layer``'s output projection (cached; see :func:`steering.projection_outputs`)."""
+        t = self.model._check_layer(layer)
+        if t not in self._proj:
+            self._proj[t] = steering.projection_outputs(self.model, self.texts, t)
+        return self._proj[t]
+
+    def run(self, direction: Any, alpha: float, layer: int = -1, *, text: bool = True,
+            matrix: str = "O") -> dict[str, Any]:
         """Measure one ``(direction, α, layer)``; ``α`` in units of ``|λ_1(F_l)|`` (0 = no edit).
+
+        ``matrix="V"`` applies the value-matrix control instead of the paper's O-edit
+        (:func:`lib.steering.steer`); its matched activation-addition strength and sign agreement are
+        measured at the output projection (:func:`lib.steering.measured_change`).
 
         Returns a dict with ``curves`` (DataFrame: ``depth``, ``series``, ``alignment``), ``eigvals`` of
         ``F_l'``, the ``edit`` (or ``None``), scalar measures (``spectral_alignment``, ``gap_ratio``,
@@ -132,7 +145,11 @@ class Lab:
         res: dict[str, Any] = {}
         if t0 not in self._radius:
             self._radius[t0] = float(spectra.spectral_radius(m.layer(t0).attention.layer_matrix()))
-        with steering.maybe_steer(m, u_dir, alpha, layer=t0, radius=self._radius[t0]) as edit:
+        measured = None
+        before = self.projection_outputs(t0) if matrix != "O" else None  # unedited: fill the cache first
+        with steering.maybe_steer(m, u_dir, alpha, layer=t0, radius=self._radius[t0], matrix=matrix) as edit:
+            if edit is not None and before is not None:
+                measured = steering.measured_change(before, steering.projection_outputs(m, self.texts, t0), u)
             rep = steering.spectral_report(m.layer(t0).attention.layer_matrix(), u)
             res["eigvals"] = rep.pop("eigvals")
             real = self.real_states(t0)
@@ -141,8 +158,13 @@ class Lab:
                 res["logits"] = self.logits(real)
             if text:
                 res["text"] = self._text(u_dir)
-        outs = self.head_outputs(t0)
-        strength = steering.matched_strength(edit, outs) if edit is not None else 0.0
+        if edit is None:
+            strength, sign = 0.0, float("nan")
+        elif measured is not None:
+            strength, sign = measured
+        else:
+            outs = self.head_outputs(t0)
+            strength, sign = steering.matched_strength(edit, outs), steering.sign_agreement(edit, outs)
         with steering.activation_addition(m, u, strength, layer=t0):
             act = self.real_states(t0)
             if self.has_head:
@@ -156,7 +178,7 @@ class Lab:
         res["edit"] = edit
         res["c"] = edit.c if edit is not None else float("nan")
         res["strength"] = strength
-        res["sign_agreement"] = steering.sign_agreement(edit, outs) if edit is not None else float("nan")
+        res["sign_agreement"] = sign
         last = res["curves"].groupby("series").alignment.last()
         res["final_real"], res["final_simplified"] = float(last["real"]), float(last["simplified"])
         res["final_actadd"] = float(last["activation addition (real)"])

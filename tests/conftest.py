@@ -40,6 +40,25 @@ def tiny_dir(tmp_path_factory):
     return make
 
 
+@pytest.fixture(scope="session")
+def wide_dir(tmp_path_factory):
+    """``wide_dir(family)`` -> folder of a saved random-init ``d = 256`` checkpoint of that family (cached)."""
+    import torch
+    from tiny_models import wide_config
+    from transformers import AutoModel
+
+    cache: dict[str, Path] = {}
+
+    def make(family: str) -> Path:
+        if family not in cache:
+            torch.manual_seed(0)
+            cache[family] = tmp_path_factory.mktemp(f"wide-{family}")
+            AutoModel.from_config(wide_config(family)).save_pretrained(cache[family])
+        return cache[family]
+
+    return make
+
+
 def toc_pages() -> list[str]:
     """Every page of the table of contents, as ``book/<name>`` without suffix, in order."""
     from lib.build_info import toc_pages as pages

@@ -33,49 +33,61 @@ def _ids(seed=0):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_principal_eigenvector_follows_u(tiny_dir, family, seed):
-    """C14 (spectral part): α|c| = 10·|λ_1(F_L)| makes u the principal eigenvector, |cos| > 0.99.
+def test_principal_eigenvector_follows_u(wide_dir, family):
+    """C14 (spectral part): α|c| = 10·|λ_1(F_L)| makes u the principal eigenvector, |cos| > 0.99, on
+    random-init d = 256 models of every family (GQA and H·d_h ≠ d included), three seeds each.
 
-    Exception, measured: with grouped-query attention (Llama here) ``V_L`` is rank-deficient, ``z`` is
-    only the projection of ``u`` on its row space, and the first-order error ``(I − u zᵀ/c) F u / (αc)``
-    is larger; at exactly 10 one of the three seeds gives 0.9896. There we require > 0.98 at 10 and
-    > 0.99 at 20.
+    The first-order error is ``‖(I − u zᵀ/c) F u‖ / (α c)``, so the cosine is ≈ 1 − (‖F u‖/(10 ρ))²/2;
+    at d = 256, ``‖F u‖ ≈ ρ`` (≈ 0.995). At d = 32 the ratio fluctuates up to 1.4 between seeds, so
+    the tiny models get the exact identity below instead of a threshold.
     """
-    model = _random_model(tiny_dir, family, seed)
-    u = steering.random_direction(model.d_model, seed=100 + seed)
-    shared = family == "albert"
-    for alpha in (10, 20):
-        with steering.steer(model, u, alpha, allow_shared=shared) as edit:
+    for seed in (0, 1, 2):
+        model = lib.load_model(str(wide_dir(family)), random_init=True, seed=seed)
+        u = steering.random_direction(model.d_model, seed=100 + seed)
+        with steering.steer(model, u, 10, allow_shared=family == "albert") as edit:
             F = model.layer_matrices()[-1]
             P = spectra.principal(F)
-            exact = np.abs(edit.z - u.vector).max() < 1e-9
             assert not P.is_complex
-            assert edit.alpha_rel == pytest.approx(alpha)
-            a = spectra.alignment(P.vector, u.vector)
-            if alpha == 10:
-                assert a > (0.99 if exact else 0.98), (family, edit.method, a)
-            else:
-                assert a > 0.99, (family, edit.method, a)
-            if shared:  # ALBERT: the shared module is edited, so every layer sees F'
+            assert edit.alpha_rel == pytest.approx(10)
+            assert spectra.alignment(P.vector, u.vector) > 0.99, (family, seed, edit.method)
+            if family == "albert":  # the shared module is edited, so every layer sees F'
                 assert torch.equal(model.layer_matrices()[0], F)
-        if exact:
-            break
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_edit_is_rank_one_in_F_and_undone_bitwise(tiny_dir, family):
-    """F_L' = F_L + α u zᵀ (in every weight layout, GPT-2 Conv1D included); the weights come back bit for bit."""
+@pytest.mark.parametrize("matrix", steering.MATRICES)
+def test_steered_eigenvector_is_the_resolvent_of_y(tiny_dir, family, matrix):
+    """For F' = F + α y zᵀ, the eigenvector of an eigenvalue λ' ∉ spec(F) is (λ' I − F)^{-1} y (exact)."""
+    model = lib.load_model(str(tiny_dir(family)), random_init=True, seed=1)
+    F0 = spectra.as_float64(model.layer_matrices()[-1])
+    u = steering.random_direction(model.d_model, seed=7)
+    with steering.steer(model, u, 20, allow_shared=family == "albert", matrix=matrix) as edit:
+        P = spectra.principal(model.layer_matrices()[-1])
+    assert not P.is_complex
+    want = np.linalg.solve(P.eigval.real * np.eye(model.d_model) - F0, edit.y)
+    assert spectra.alignment(P.vector, want) > 1 - 1e-6, (family, matrix)
+    assert spectra.alignment(P.vector, u.vector) > 0.98 * spectra.alignment(edit.y, u.vector)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("matrix", steering.MATRICES)
+def test_edit_is_rank_one_in_F_and_undone_bitwise(tiny_dir, family, matrix):
+    """F_L' = F_L + α y zᵀ (in every weight layout, GPT-2's Conv1D and fused c_attn included); the
+    weights come back bit for bit. O-edit: y = u, z = Vᵀw. V-edit: y = O_grp b, z = u."""
     model = lib.load_model(str(tiny_dir(family)))
     before, F0 = _state(model), model.layer_matrices()[-1]
     hs0 = model.hidden_states_ids(_ids())
     u = steering.random_direction(model.d_model, seed=3)
-    with steering.steer(model, u, 50, allow_shared=family == "albert") as edit:
+    att = model.layer(-1).attention
+    with steering.steer(model, u, 50, allow_shared=family == "albert", matrix=matrix) as edit:
         F1 = model.layer_matrices()[-1]
         want = F0.numpy() + edit.delta_F
         assert np.abs(F1.numpy() - want).max() < 1e-5 * np.abs(want).max()
-        assert np.allclose(edit.z, spectra.as_float64(model.layer(-1).attention.V).T @ edit.w)
-        assert edit.c == pytest.approx(float(edit.z @ u.vector))
+        if matrix == "O":
+            assert np.allclose(edit.z, spectra.as_float64(att.V).T @ edit.w) and np.array_equal(edit.y, u.vector)
+        else:
+            assert np.allclose(edit.y, steering.grouped_output(att) @ edit.w) and np.array_equal(edit.z, u.vector)
+        assert edit.c == pytest.approx(float(edit.z @ edit.y))
     after = _state(model)
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert torch.equal(model.hidden_states_ids(_ids()), hs0)
@@ -107,6 +119,42 @@ def test_choice_of_w_per_family(tiny_dir):
             assert np.abs(edit.z - Pu).max() < 1e-9
             assert edit.c == pytest.approx(float(Pu @ Pu))
             assert 0 < edit.c < 1
+
+
+def test_grouped_output_reproduces_F(tiny_dir):
+    """F = O_grp V_kv with the checkpoint's own (unexpanded) value weight, GQA included."""
+    for family in ("llama", "gemma2", "bert"):
+        model = lib.load_model(str(tiny_dir(family)))
+        att = model.layer(-1).attention
+        V_kv = spectra.as_float64(model.adapter.value_module(model.blocks[-1]).weight)
+        F = steering.grouped_output(att) @ V_kv
+        assert np.abs(F - spectra.as_float64(att.layer_matrix())).max() < 1e-12 * np.abs(F).max()
+
+
+def test_v_edit_equals_o_edit_with_mha_but_not_with_gqa(tiny_dir):
+    """MHA with square invertible V and O: both edits give F + α u uᵀ. GQA: the V-edit plants
+    y = projection of u on the column space of O_grp, so its eigenvector follows y, not u."""
+    u = steering.random_direction(32, seed=6)
+    for family in ("bert", "gpt2"):
+        model = lib.load_model(str(tiny_dir(family)))
+        o, v = steering.prepare_edit(model, u, 10), steering.prepare_edit(model, u, 10, matrix="V")
+        assert np.abs(o.delta_F - v.delta_F).max() < 1e-9 * np.abs(o.delta_F).max()
+    model = lib.load_model(str(tiny_dir("llama")))
+    v = steering.prepare_edit(model, u, 10, matrix="V")
+    O_grp = steering.grouped_output(model.layer(-1).attention)
+    Pu = O_grp @ np.linalg.pinv(O_grp) @ u.vector
+    assert v.method == "pinv" and np.abs(v.y - Pu).max() < 1e-9 and v.c == pytest.approx(float(Pu @ Pu))
+    with steering.steer(model, u, 1000, matrix="V") as edit:
+        P = spectra.principal(model.layer_matrices()[-1])
+    y = edit.y / np.linalg.norm(edit.y)
+    assert spectra.alignment(P.vector, y) > 0.999
+    assert spectra.alignment(P.vector, u.vector) == pytest.approx(float(y @ u.vector), abs=1e-3)
+
+
+def test_unknown_matrix_is_refused(tiny_dir):
+    model = lib.load_model(str(tiny_dir("bert")))
+    with pytest.raises(InputError, match="matrix must be one of"):
+        steering.prepare_edit(model, steering.random_direction(32), 10, matrix="Q")
 
 
 def test_relative_and_absolute_alpha(tiny_dir):
@@ -231,3 +279,34 @@ def test_book_decoder_target_rank_improves():
     assert r1["top1"] > r0["top1"]
     assert r1["final_real"] > r0["final_real"]
     assert r1["spectral_alignment"] > 0.99
+
+
+def test_measured_change_equals_the_analytic_o_edit_change():
+    """At the output projection the O-edit adds α u (wᵀ o_i): the measured mean norm and sign agree."""
+    from lib.decoder import language
+
+    model = lib.load_model("book-decoder")
+    texts = language.prompts(4)
+    u = steering.word_direction(model, "boat")
+    before, outs = steering.projection_outputs(model, texts), steering.head_outputs(model, texts)
+    with steering.steer(model, u, 20) as edit:
+        after = steering.projection_outputs(model, texts)
+    s, sign = steering.measured_change(before, after, u.vector)
+    assert s == pytest.approx(steering.matched_strength(edit, outs), rel=1e-4)
+    assert sign == pytest.approx(steering.sign_agreement(edit, outs))
+
+
+def test_lab_v_control_on_the_gqa_decoder():
+    """The V-edit control in the lab: on the GQA decoder it plants y ≠ u, so v₁' aligns with y, not u."""
+    from lib.decoder import language
+    from lib.steering_lab import Lab
+
+    model = lib.load_model("book-decoder", with_lm_head=True)
+    lab = Lab(model, language.prompts(4), prompt="the dog")
+    u = steering.word_direction(model, "boat")
+    o, v = lab.run(u, 100, text=False), lab.run(u, 100, text=False, matrix="V")
+    assert v["edit"].matrix == "V" and o["edit"].matrix == "O"
+    y = v["edit"].y / np.linalg.norm(v["edit"].y)
+    assert v["spectral_alignment"] == pytest.approx(abs(float(y @ u.vector)), abs=0.01)
+    assert v["spectral_alignment"] < o["spectral_alignment"]
+    assert v["strength"] > 0 and 0 <= v["sign_agreement"] <= 1

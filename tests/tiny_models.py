@@ -48,6 +48,28 @@ def tiny_configs() -> dict[str, object]:
     }
 
 
+def wide_config(family: str, d: int = 256) -> object:
+    """The tiny config of ``family`` widened to ``d`` (8 heads of ``d/8``; GQA kept for Llama and
+    Gemma-2, whose ``H·d_h`` stays ``≠ d``), for statements that hold once ``d`` is not tiny."""
+    c = tiny_configs()[family]
+    for key in ("hidden_size", "n_embd"):
+        if hasattr(c, key):
+            setattr(c, key, d)
+    c.intermediate_size = 2 * d
+    if family == "gpt2":
+        c.n_inner = 2 * d
+    if family == "albert":
+        c.embedding_size = 64
+    for key in ("num_attention_heads", "n_head", "num_heads"):
+        if hasattr(c, key):
+            setattr(c, key, 4 if family == "gemma2" else 8)
+    if family == "gemma2":
+        c.head_dim = c.query_pre_attn_scalar = 40  # H·d_h = 160 ≠ d
+    elif hasattr(c, "head_dim"):
+        c.head_dim = d // 8
+    return c
+
+
 def perturb_(model: torch.nn.Module, seed: int) -> None:
     """Give every parameter (norm gains and biases included) a generic random value.
 
