@@ -543,16 +543,25 @@ def projection_outputs(model: Any, texts: Sequence[str], layer: int = -1) -> lis
     return _around_output_projection(model, texts, layer, "out")
 
 
-def measured_change(before: Sequence[np.ndarray], after: Sequence[np.ndarray], u: Any) -> tuple[float, float]:
-    """``(s, sign)`` from :func:`projection_outputs` without and with an edit: ``s`` = mean over tokens of
-    ``‖Δ_i‖`` (the activation-addition strength at matched norm), ``sign`` = fraction with ``Δ_i·u > 0``.
+def measured_change(before: Sequence[np.ndarray], after: Sequence[np.ndarray], u: Any) -> dict[str, float]:
+    """How an edit changed the output projection's output, from :func:`projection_outputs` without and
+    with it (``Δ_i`` per token, all texts pooled).
 
-    For the O-edit this equals :func:`matched_strength` and :func:`sign_agreement` (up to float32
-    rounding); for the V-edit, whose change passes through the attention average, it is the only way.
+    Returns:
+        ``strength``: mean ``‖Δ_i‖`` (the activation-addition strength at matched norm);
+        ``sign_agreement``: fraction of tokens with ``Δ_i·u > 0``; ``along_u``: mean ``|cos(Δ_i, u)|``.
+
+    For the O-edit ``Δ_i = α u (wᵀ o_i)``: this equals :func:`matched_strength` and
+    :func:`sign_agreement` (up to float32 rounding) and ``along_u = 1``. For the V-edit the change
+    passes through every head's own attention average, ``Δ_i = α Σ_h O_h b_h Σ_j A^h_ij (uᵀ x_j)``,
+    and is parallel to ``u`` only where the heads' patterns agree.
     """
     u = spectra.as_float64(u)
     delta = np.concatenate([a - b for a, b in zip(after, before)])
-    return float(np.linalg.norm(delta, axis=1).mean()), float((delta @ u > 0).mean())
+    norms = np.linalg.norm(delta, axis=1)
+    cos = (delta @ u) / np.where(norms > 0, norms, 1.0)
+    return {"strength": float(norms.mean()), "sign_agreement": float((delta @ u > 0).mean()),
+            "along_u": float(np.abs(cos).mean())}
 
 
 def matched_strength(edit: SteeringEdit, outputs: Sequence[np.ndarray]) -> float:

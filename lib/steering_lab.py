@@ -135,7 +135,8 @@ class Lab:
 
         Returns a dict with ``curves`` (DataFrame: ``depth``, ``series``, ``alignment``), ``eigvals`` of
         ``F_l'``, the ``edit`` (or ``None``), scalar measures (``spectral_alignment``, ``gap_ratio``,
-        ``final_real``, ``final_simplified``, ``final_actadd``, ``strength``, ``sign_agreement``; with
+        ``final_real``, ``final_simplified``, ``final_actadd``, ``strength``, ``sign_agreement``,
+        ``change_along_u`` (mean ``|cos|`` of the change at the output projection with ``u``); with
         an LM head ``rank``, ``prob``, ``rank_actadd``, ``top1``), and ``text`` (continuation or nearest tokens).
         """
         m = self.model
@@ -159,12 +160,12 @@ class Lab:
             if text:
                 res["text"] = self._text(u_dir)
         if edit is None:
-            strength, sign = 0.0, float("nan")
+            strength, sign, along = 0.0, float("nan"), float("nan")
         elif measured is not None:
-            strength, sign = measured
-        else:
+            strength, sign, along = measured["strength"], measured["sign_agreement"], measured["along_u"]
+        else:  # the O-edit adds α u (wᵀ o_i): parallel to u by construction
             outs = self.head_outputs(t0)
-            strength, sign = steering.matched_strength(edit, outs), steering.sign_agreement(edit, outs)
+            strength, sign, along = steering.matched_strength(edit, outs), steering.sign_agreement(edit, outs), 1.0
         with steering.activation_addition(m, u, strength, layer=t0):
             act = self.real_states(t0)
             if self.has_head:
@@ -179,6 +180,7 @@ class Lab:
         res["c"] = edit.c if edit is not None else float("nan")
         res["strength"] = strength
         res["sign_agreement"] = sign
+        res["change_along_u"] = along
         last = res["curves"].groupby("series").alignment.last()
         res["final_real"], res["final_simplified"] = float(last["real"]), float(last["simplified"])
         res["final_actadd"] = float(last["activation addition (real)"])

@@ -291,9 +291,10 @@ def test_measured_change_equals_the_analytic_o_edit_change():
     before, outs = steering.projection_outputs(model, texts), steering.head_outputs(model, texts)
     with steering.steer(model, u, 20) as edit:
         after = steering.projection_outputs(model, texts)
-    s, sign = steering.measured_change(before, after, u.vector)
-    assert s == pytest.approx(steering.matched_strength(edit, outs), rel=1e-4)
-    assert sign == pytest.approx(steering.sign_agreement(edit, outs))
+    ch = steering.measured_change(before, after, u.vector)
+    assert ch["strength"] == pytest.approx(steering.matched_strength(edit, outs), rel=1e-4)
+    assert ch["sign_agreement"] == pytest.approx(steering.sign_agreement(edit, outs))
+    assert ch["along_u"] > 1 - 1e-5
 
 
 def test_lab_v_control_on_the_gqa_decoder():
@@ -310,3 +311,18 @@ def test_lab_v_control_on_the_gqa_decoder():
     assert v["spectral_alignment"] == pytest.approx(abs(float(y @ u.vector)), abs=0.01)
     assert v["spectral_alignment"] < o["spectral_alignment"]
     assert v["strength"] > 0 and 0 <= v["sign_agreement"] <= 1
+    assert o["change_along_u"] == 1.0 and v["change_along_u"] < 0.99  # heads average the V-edit differently
+
+
+def test_v_edit_is_not_the_o_edit_in_a_real_multi_head_pass(minilm):
+    """MiniLM (MHA, square V and O): the two edits give the same F_L', yet the V-edit's change at the
+    output projection is not along u, because each head averages its values with its own pattern."""
+    from lib.decoder import language
+
+    texts = language.prompts(3)
+    u = steering.word_direction(minilm, "ocean")
+    before = steering.projection_outputs(minilm, texts)
+    for matrix, lo, hi in (("O", 1 - 1e-5, 1.0), ("V", 0.0, 0.5)):
+        with steering.steer(minilm, u, 100, matrix=matrix):
+            ch = steering.measured_change(before, steering.projection_outputs(minilm, texts), u.vector)
+        assert lo <= ch["along_u"] <= hi, (matrix, ch)
