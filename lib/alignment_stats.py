@@ -37,15 +37,20 @@ from lib.power import distance_to_subspace
 
 __all__ = [
     "EigenBases",
+    "NullRange",
     "TokenStates",
     "baseline_subspace",
     "bootstrap_ratio",
     "check_gamma_rho",
     "cross_layer",
+    "diagonal_wins",
     "eigen_bases",
     "gamma_rho",
+    "gamma_rho_table",
+    "null_range",
     "random_directions",
     "random_null",
+    "range_position",
     "shared_convergence",
     "step_alignment",
     "token_alignments",
@@ -414,6 +419,69 @@ def shared_convergence(
             "predicted": dmean[k] * rate ** (steps - k), "rate": rate,
         }))
     return pd.concat(frames, ignore_index=True)
+
+
+# -- summaries for tables and text -------------------------------------------------------------------
+def gamma_rho_table(results: pd.DataFrame, null: pd.DataFrame, *, b_d: float) -> pd.DataFrame:
+    """γ_t, ρ_t and the random-direction null side by side: one display row per ``(variant, layer)``.
+
+    Args:
+        results: rows of :func:`gamma_rho` with a ``variant`` column (e.g. from
+            :func:`lib.real_models.layer_varying`); intervals are read from ``*_lo`` / ``*_hi``.
+        null: rows of :func:`random_null` with the same ``layer`` and ``variant`` values.
+        b_d: the random baseline of the width (:func:`baseline_subspace`).
+
+    Returns:
+        Columns ``variant``, ``layer``, ``γ_t``, ``γ_t 95% CI`` (text), ``γ_t / b_d``, ``Δγ_t``
+        (``tilt``), ``ρ_t``, ``ρ_t 95% CI`` (text), ``ρ_t null (random u)`` (mean over the draws) and
+        ``null 95% range`` (text: the central range of the draws), in the row order of ``results``.
+    """
+    keys = ["layer", "variant"]
+    t = results.merge(null[[*keys, "rho_null", "rho_null_lo", "rho_null_hi"]], on=keys)
+    return pd.DataFrame({
+        "variant": t.variant, "layer": t.layer,
+        "γ_t": t.gamma, "γ_t 95% CI": [f"[{a:.4f}, {b:.4f}]" for a, b in zip(t.gamma_lo, t.gamma_hi)],
+        "γ_t / b_d": t.gamma / b_d, "Δγ_t": t.tilt,
+        "ρ_t": t.rho, "ρ_t 95% CI": [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_lo, t.rho_hi)],
+        "ρ_t null (random u)": t.rho_null,
+        "null 95% range": [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_null_lo, t.rho_null_hi)],
+    })
+
+
+@dataclass(frozen=True)
+class NullRange:
+    """Extremes of a :func:`random_null` table, over all its rows (layers and variants).
+
+    Attributes:
+        rho_min, rho_max: smallest and largest mean ``ρ_t(u)`` over the random directions.
+        gamma_ratio_mean: mean of ``γ_t(u) / b_d`` (1 for isotropic states).
+    """
+
+    rho_min: float
+    rho_max: float
+    gamma_ratio_mean: float
+
+
+def null_range(null: pd.DataFrame, *, b_d: float) -> NullRange:
+    """:class:`NullRange` of the rows of :func:`random_null` (``b_d``: the random baseline of the width)."""
+    rho = null.rho_null
+    return NullRange(float(rho.min()), float(rho.max()), float((null.gamma_null / b_d).mean()))
+
+
+def diagonal_wins(matrix: np.ndarray) -> int:
+    """Rows ``t`` of a square ``(T, T)`` map (e.g. :func:`cross_layer`) whose diagonal entry is at least every
+    other entry of the row: the layers for which their *own* direction gives the largest value."""
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2:
+        raise ValueError(f"need a square matrix with at least 2 rows, got shape {m.shape}")
+    return int((np.diag(m) >= m.max(axis=1)).sum())  # "at least every other entry" = "the row's maximum"
+
+
+def range_position(x: float, xs: Sequence[float]) -> str:
+    """``"above"`` if ``x > max(xs)``, ``"below"`` if ``x < min(xs)``, else ``"within"`` (ends included)."""
+    if len(xs) == 0:
+        raise ValueError("xs is empty: need at least one value to compare with")
+    return "above" if x > max(xs) else ("below" if x < min(xs) else "within")
 
 
 # -- exercise checker ------------------------------------------------------------------------------------

@@ -11,6 +11,13 @@
 * :func:`prompt_states` and :func:`simplified_states` collect token trajectories as
   :class:`lib.alignment_stats.TokenStates`, from the real forward pass or from the simplified
   FFN-free layer of :mod:`lib.dynamics` (a thin wrapper that batches prompts of equal length).
+* :func:`shared_run_rows` / :func:`shared_run_row`: the summary of iterating one shared layer
+  (predicted and fitted rates, alignment) and the lookup of one run's principal target.
+* :func:`layer_varying` computes γ_t / ρ_t with intervals and the random-direction null for the
+  simplified model and the real forward pass; :func:`layer_range`, :func:`overview_row` and
+  :func:`compare_to_twins` reduce its tables to the numbers a page reports (trained vs random init).
+* :func:`run_paper_model` runs the whole analysis of one of the paper's checkpoints and returns data,
+  or a message if the checkpoint cannot be loaded or analysed.
 * :func:`estimate_seconds` / :func:`time_warning`: a calibrated estimate of the run time, and a warning
   before a long CPU run.
 """
@@ -22,33 +29,50 @@ import tempfile
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 import torch
 
 import lib
+from lib import alignment_stats as als
 from lib import dynamics, spectra
-from lib.alignment_stats import TokenStates
+from lib.alignment_stats import EigenBases, TokenStates
 from lib.layer_spectra import summary_table
+from lib.power import fitted_ratio
 
 __all__ = [
     "ALBERT_SIZES",
     "MODEL_LIST_ENV",
     "PAPER_MODELS",
+    "TRAJECTORIES",
+    "LayerRange",
+    "LayerVarying",
     "ModelSpec",
+    "PaperModelRun",
+    "TwinComparison",
     "albert_config_dir",
+    "compare_to_twins",
+    "eigen_bases_table",
     "eigvals_table",
-    "summary_from_eigvals",
     "estimate_seconds",
     "is_shared",
+    "layer_range",
+    "layer_varying",
+    "overview_row",
     "prompt_states",
     "random_albert",
+    "run_paper_model",
+    "select_source",
     "selected_models",
+    "shared_run_row",
+    "shared_run_rows",
+    "short_label",
     "simplified_states",
+    "summary_from_eigvals",
     "time_warning",
     "try_load",
     "unique_layer_matrices",
@@ -166,6 +190,26 @@ def summary_from_eigvals(lams: Any, label: str, *, d: int) -> pd.DataFrame:
     return table
 
 
+def eigen_bases_table(eb: EigenBases, label: str) -> pd.DataFrame:
+    """One display row per layer of :class:`lib.alignment_stats.EigenBases`.
+
+    Columns: ``model`` (``label``), ``layer`` (1-based), ``λ1`` (text, 4 decimals), ``λ1 complex``,
+    ``gap ratio`` (``|λ_next|/|λ_1|``) and ``span{v1,v2} ratio`` (the rate toward ``span{v_1, v_2}``).
+    """
+    return pd.DataFrame({"model": label, "layer": np.arange(1, eb.n_layers + 1),
+                         "λ1": [f"{z:.4f}" for z in eb.lambda1], "λ1 complex": eb.lambda1_complex,
+                         "gap ratio": eb.gap_ratio, "span{v1,v2} ratio": eb.subspace_ratio})
+
+
+def short_label(label: str) -> str:
+    """The part of a model label in parentheses, for table cells (figures keep the full label).
+
+    ``"all-MiniLM-L6-v2 (random init, seed 1)"`` → ``"random init, seed 1"``; a label without
+    parentheses comes back unchanged.
+    """
+    return label.split("(", 1)[-1].rstrip(")")
+
+
 # -- token trajectories ---------------------------------------------------------------------------------
 def prompt_states(model: Any, texts: Sequence[str]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Real forward passes: the residual stream ``(L+1, n_p, d)`` float64 and the special-token mask of each text."""
@@ -206,6 +250,268 @@ def simplified_states(
         for b, p in enumerate(idx):
             trajs[p] = out[:, b].numpy()
     return TokenStates.from_trajectories(trajs, special, label=label)
+
+
+# -- shared weights: iterating one layer ----------------------------------------------------------------
+def shared_run_rows(
+    conv: pd.DataFrame, *, label: str, layer: int, fit: tuple[int, int] = (20, 50), floor: float = 1e-9
+) -> list[dict[str, Any]]:
+    """Summary of one shared-layer run: one row per target of :func:`lib.alignment_stats.shared_convergence`.
+
+    Args:
+        conv: the run's ``shared_convergence`` rows (steps ``0..T``; the principal target first).
+        label: the model's label (shortened by :func:`short_label`).
+        layer: the iterated layer, 1-based.
+        fit: first and last step of the fitted rate (:func:`lib.power.fitted_ratio` of the mean distance).
+        floor: distances below it are left out of the fit (round-off level).
+
+    Returns:
+        Dicts with ``model``, ``layer iterated``, ``target``, ``predicted rate r`` (the gap or subspace
+        ratio), ``fitted rate (steps a–b)``, ``alignment at step 0`` and ``alignment at step T``.
+    """
+    start, stop = fit
+    rows = []
+    for target, g in conv.groupby("target", sort=False):
+        g = g.set_index("step")
+        rows.append({
+            "model": short_label(label), "layer iterated": layer, "target": target,
+            "predicted rate r": g.rate.iloc[0],
+            f"fitted rate (steps {start}–{stop})": fitted_ratio(
+                g.distance.loc[:stop].to_numpy(), start=start, floor=floor),
+            "alignment at step 0": g.alignment.iloc[0],
+            f"alignment at step {int(g.index[-1])}": g.alignment.iloc[-1],
+        })
+    return rows
+
+
+def shared_run_row(table: pd.DataFrame, label: str, layer: int) -> pd.Series:
+    """The row of the principal target (``v₁``, or the plane of a complex pair) of one run in a table of
+    :func:`shared_run_rows`, found by the model's full ``label`` and the 1-based ``layer`` iterated."""
+    rows = table[(table.model == short_label(label)) & (table["layer iterated"] == layer)]
+    if rows.empty:
+        raise KeyError(f"no shared run of {label!r}, layer {layer}")
+    return rows.iloc[0]
+
+
+# -- layer-varying models: γ_t and ρ_t --------------------------------------------------------------------
+TRAJECTORIES: tuple[str, str] = ("simplified", "real forward pass")
+"""The two trajectory sources of :func:`layer_varying`, in the order its tables list them."""
+
+
+class LayerVarying(NamedTuple):
+    """What :func:`layer_varying` returns; unpacks as ``(results, null, states)``.
+
+    Attributes:
+        results: rows of :func:`lib.alignment_stats.gamma_rho` (one per layer and source, sources in
+            :data:`TRAJECTORIES` order, content tokens) with a ``variant`` column
+            ``"trained · <source>"`` or ``"random init s<seed> · <source>"``.
+        null: rows of :func:`lib.alignment_stats.random_null`, same layers and variants.
+        states: the :class:`TokenStates` of each source (all tokens, special ones included), keyed by source.
+    """
+
+    results: pd.DataFrame
+    null: pd.DataFrame
+    states: dict[str, TokenStates]
+
+
+def layer_varying(
+    model: Any, H: Sequence[Any], S: Sequence[Any], eb: EigenBases, *, seed: int = 0, n_null: int = 100
+) -> LayerVarying:
+    """γ_t / ρ_t with bootstrap intervals and the random-direction null, for both trajectory sources
+    (reconstructed definitions [ours], :mod:`lib.alignment_stats`).
+
+    Sources: ``"simplified"`` runs every layer's own weights in the FFN-free, L2-normalized layer of
+    :mod:`lib.dynamics` (radius ``sqrt(d)``, no residual) from the real embedding output ``H[p][0]``;
+    ``"real forward pass"`` is the residual stream ``H`` itself. Statistics use content tokens only.
+
+    Args:
+        model: a loaded :class:`lib.SpectralModel` with ``L`` layers.
+        H: per prompt, the residual stream ``(L+1, n_p, d)`` (:func:`prompt_states`).
+        S: per prompt, the special-token mask ``(n_p,)``.
+        eb: :class:`lib.alignment_stats.EigenBases` of the ``L`` layer matrices.
+        seed: seed of the bootstrap over prompts and of the random directions.
+        n_null: number of random directions of the null.
+    """
+    weights = [model.layer(t).attention for t in range(model.n_layers)]
+    runs = {
+        "simplified": simplified_states(weights, [h[0] for h in H], special=S, label=model.label),
+        "real forward pass": TokenStates.from_trajectories(H, S, label=model.label),
+    }
+    who = f"random init s{model.seed}" if model.random_init else "trained"
+    res, nulls = [], []
+    for source, ts in runs.items():
+        content = ts.select("content")
+        res.append(als.gamma_rho(content, eb, seed=seed).assign(variant=f"{who} · {source}"))
+        nulls.append(als.random_null(content, m=n_null, seed=seed).assign(variant=f"{who} · {source}"))
+    return LayerVarying(pd.concat(res, ignore_index=True), pd.concat(nulls, ignore_index=True), runs)
+
+
+def select_source(frame: pd.DataFrame, source: str) -> pd.DataFrame:
+    """The rows of a :func:`layer_varying` table (``results`` or ``null``) of trajectory source ``source``."""
+    if source not in TRAJECTORIES:
+        raise ValueError(f"source must be one of {TRAJECTORIES}, got {source!r}")
+    return frame[frame.variant.str.endswith(source)]
+
+
+@dataclass(frozen=True)
+class LayerRange:
+    """Extremes over the layers of one trajectory source (of one model, or of several pooled).
+
+    Attributes:
+        gamma_ratio_min, gamma_ratio_max: smallest and largest ``γ_t / b_d``.
+        rho_min, rho_max: smallest and largest ``ρ_t``; rho_min_layer: the (1-based) layer of the smallest
+            (the first such row).
+        rho_above, rho_below: rows whose whole ``ρ_t`` interval lies above 0.5 (``rho_lo > 0.5``), or
+            below it (``rho_hi < 0.5``).
+    """
+
+    gamma_ratio_min: float
+    gamma_ratio_max: float
+    rho_min: float
+    rho_max: float
+    rho_min_layer: int
+    rho_above: int
+    rho_below: int
+
+
+def layer_range(results: pd.DataFrame, source: str, *, b_d: float) -> LayerRange:
+    """:class:`LayerRange` of the ``source`` rows of ``results`` (:attr:`LayerVarying.results`, or several
+    concatenated; their index may repeat)."""
+    r = select_source(results, source)
+    ratio = r.gamma / b_d
+    return LayerRange(
+        gamma_ratio_min=float(ratio.min()), gamma_ratio_max=float(ratio.max()),
+        rho_min=float(r.rho.min()), rho_max=float(r.rho.max()),
+        rho_min_layer=int(r.layer.iloc[np.argmin(r.rho)]),
+        rho_above=int((r.rho_lo > 0.5).sum()), rho_below=int((r.rho_hi < 0.5).sum()),
+    )
+
+
+def overview_row(
+    label: str, results: pd.DataFrame, null: pd.DataFrame, source: str, *, b_d: float
+) -> dict[str, Any]:
+    """One model and trajectory source, averaged over layers: a row of the trained-vs-random-init overview.
+
+    Keys: ``model`` (``label``), ``trajectories`` (``source``), ``mean γ_t / b_d``, ``mean Δγ_t``,
+    ``mean ρ_t``, ``mean ρ_t(random u)`` and ``layers with ρ_t CI > 0.5`` (whole interval above).
+    """
+    r, n = select_source(results, source), select_source(null, source)
+    return {"model": label, "trajectories": source, "mean γ_t / b_d": (r.gamma / b_d).mean(),
+            "mean Δγ_t": r.tilt.mean(), "mean ρ_t": r.rho.mean(), "mean ρ_t(random u)": n.rho_null.mean(),
+            "layers with ρ_t CI > 0.5": int((r.rho_lo > 0.5).sum())}
+
+
+@dataclass(frozen=True)
+class TwinComparison:
+    """A trained model against its random-init twins for one trajectory source, means over layers.
+
+    Attributes:
+        source: the trajectory source (one of :data:`TRAJECTORIES`).
+        trained_gamma: mean ``γ_t / b_d`` of the trained model; twin_gamma: the same per twin.
+        gamma_where: ``"above"``, ``"within"`` or ``"below"`` the twins' range
+            (:func:`lib.alignment_stats.range_position`).
+        trained_rho, twin_rho, rho_where: the same for the mean ``ρ_t``.
+    """
+
+    source: str
+    trained_gamma: float
+    twin_gamma: tuple[float, ...]
+    gamma_where: str
+    trained_rho: float
+    twin_rho: tuple[float, ...]
+    rho_where: str
+
+    @property
+    def learned(self) -> bool:
+        """Whether training raises both means above every twin."""
+        return self.gamma_where == "above" and self.rho_where == "above"
+
+
+def compare_to_twins(
+    trained: pd.DataFrame, twins: Sequence[pd.DataFrame], source: str, *, b_d: float
+) -> TwinComparison:
+    """:class:`TwinComparison` of the trained model's :attr:`LayerVarying.results` against each twin's."""
+    def means(res: pd.DataFrame) -> tuple[float, float]:
+        r = select_source(res, source)
+        return float((r.gamma / b_d).mean()), float(r.rho.mean())
+
+    tr_g, tr_r = means(trained)
+    tw_g, tw_r = zip(*(means(r) for r in twins)) if twins else ((), ())
+    return TwinComparison(source, tr_g, tuple(tw_g), als.range_position(tr_g, tw_g),
+                          tr_r, tuple(tw_r), als.range_position(tr_r, tw_r))
+
+
+# -- one of the paper's checkpoints, end to end ---------------------------------------------------------
+@dataclass(frozen=True)
+class PaperModelRun:
+    """What :func:`run_paper_model` computed for one checkpoint; the page draws the charts.
+
+    Attributes:
+        name: the hub id (or folder) asked for. label: the loaded model's label.
+        shared: whether one layer is shared (ALBERT). b_d: the random baseline of its width.
+        spectrum: :func:`eigen_bases_table` of every distinct layer.
+        prompts: prompts used by the token experiment (0 if skipped). steps: steps of the shared
+            iteration (0 for a layer-varying model).
+        convergence: shared model: :func:`lib.alignment_stats.shared_convergence` rows of the iterated
+            layer, else ``None``.
+        layer_varying: layer-varying model: :func:`layer_varying`'s output, else ``None``.
+        note: why the token experiment was skipped (no tokenizer), else ``None``.
+    """
+
+    name: str
+    label: str
+    shared: bool
+    b_d: float
+    spectrum: pd.DataFrame
+    prompts: int
+    steps: int
+    convergence: pd.DataFrame | None = None
+    layer_varying: LayerVarying | None = None
+    note: str | None = None
+
+
+def run_paper_model(
+    name: str, texts: Sequence[str], *, device: str = "cpu", shared_prompts: int = 8, shared_steps: int = 100,
+    anchor: int = 20, seed: int = 0,
+) -> PaperModelRun | str:
+    """Load one checkpoint with :func:`try_load` and run chapter 3's analysis on it; never raises.
+
+    Every distinct layer gets its eigen-bases (float64 LAPACK on CPU). Then, if the checkpoint has a
+    tokenizer, a shared-weight model iterates its layer ``shared_steps`` times in the simplified model
+    from the embeddings of the first ``shared_prompts`` texts (:func:`lib.alignment_stats.shared_convergence`,
+    fit anchored at step ``anchor``), and a layer-varying one gets :func:`layer_varying` on all ``texts``.
+
+    Returns:
+        A :class:`PaperModelRun`, or a one-paragraph message (starting ``"⚠ <name>"``) if the model
+        could not be loaded or its analysis failed, so that a page can print it and go on.
+    """
+    model = try_load(name, device=device)
+    if isinstance(model, str):
+        return model
+    try:
+        return _analyse_paper_model(name, model, list(texts), shared_prompts=shared_prompts,
+                                    shared_steps=shared_steps, anchor=anchor, seed=seed)
+    except Exception as exc:  # noqa: BLE001 - any failure becomes a message; the page goes on
+        return f"⚠ {name} was loaded but its analysis failed ({type(exc).__name__}): {exc}"
+
+
+def _analyse_paper_model(
+    name: str, model: Any, texts: list[str], *, shared_prompts: int, shared_steps: int, anchor: int, seed: int
+) -> PaperModelRun:
+    """The body of :func:`run_paper_model` once ``model`` is loaded."""
+    eb = als.eigen_bases(unique_layer_matrices(model))
+    run = PaperModelRun(name=name, label=model.label, shared=is_shared(model),
+                        b_d=als.baseline_subspace(model.d_model), spectrum=eigen_bases_table(eb, model.label),
+                        prompts=0, steps=0)
+    if model.tokenizer is None:
+        return replace(run, note=f"{model.label}: no tokenizer in the checkpoint, token experiments skipped.")
+    if run.shared:
+        H, S = prompt_states(model, texts[:shared_prompts])
+        ts = simplified_states(model.layer(0).attention, [h[0] for h in H], steps=shared_steps, special=S)
+        conv = als.shared_convergence(ts.select("content"), eb, anchor=anchor)
+        return replace(run, prompts=len(H), steps=shared_steps, convergence=conv)
+    H, S = prompt_states(model, texts)
+    return replace(run, prompts=len(H), layer_varying=layer_varying(model, H, S, eb, seed=seed))
 
 
 # -- time estimate ----------------------------------------------------------------------------------------

@@ -251,3 +251,50 @@ def test_checker_accepts_reference_and_rejects_wrong(capsys):
     capsys.readouterr()
     assert not als.check_gamma_rho(todo)
     assert "not implemented yet" in capsys.readouterr().out
+
+
+# -- summaries for tables and text ------------------------------------------------------------------
+def _hand_frames():
+    """Two variants × two layers of gamma_rho / random_null rows with round numbers."""
+    import pandas as pd
+
+    res = pd.DataFrame({
+        "layer": [1, 2, 1, 2], "variant": ["a", "a", "b", "b"],
+        "gamma": [0.2, 0.4, 0.1, 0.3], "gamma_lo": [0.15, 0.35, 0.05, 0.25], "gamma_hi": [0.25, 0.45, 0.15, 0.35],
+        "tilt": [0.01, -0.02, 0.03, 0.0],
+        "rho": [0.6, 0.4, 0.55, 0.5], "rho_lo": [0.55, 0.3, 0.45, 0.42], "rho_hi": [0.65, 0.45, 0.6, 0.58],
+    })
+    null = pd.DataFrame({
+        "layer": [2, 1, 2, 1], "variant": ["a", "a", "b", "b"],  # other row order: the merge must match keys
+        "gamma_null": [0.1, 0.1, 0.2, 0.2], "gamma_null_lo": 0.0, "gamma_null_hi": 1.0,
+        "rho_null": [0.52, 0.48, 0.51, 0.49], "rho_null_lo": [0.4, 0.41, 0.42, 0.43], "rho_null_hi": [0.6, 0.61, 0.62, 0.63],
+    })
+    return res, null
+
+
+def test_gamma_rho_table_columns_are_the_hand_computations():
+    res, null = _hand_frames()
+    t = als.gamma_rho_table(res, null, b_d=0.05)
+    assert list(t.columns) == ["variant", "layer", "γ_t", "γ_t 95% CI", "γ_t / b_d", "Δγ_t", "ρ_t", "ρ_t 95% CI",
+                               "ρ_t null (random u)", "null 95% range"]
+    assert t.variant.tolist() == ["a", "a", "b", "b"] and t.layer.tolist() == [1, 2, 1, 2]
+    np.testing.assert_allclose(t["γ_t / b_d"], [4.0, 8.0, 2.0, 6.0], rtol=1e-12)
+    np.testing.assert_allclose(t["Δγ_t"], res.tilt)
+    np.testing.assert_allclose(t["ρ_t null (random u)"], [0.48, 0.52, 0.49, 0.51])  # matched by (layer, variant)
+    assert t["γ_t 95% CI"][0] == "[0.1500, 0.2500]" and t["ρ_t 95% CI"][1] == "[0.300, 0.450]"
+    assert t["null 95% range"].tolist() == ["[0.410, 0.610]", "[0.400, 0.600]", "[0.430, 0.630]", "[0.420, 0.620]"]
+
+
+def test_null_range_diagonal_wins_and_range_position():
+    _, null = _hand_frames()
+    nr = als.null_range(null, b_d=0.1)
+    assert (nr.rho_min, nr.rho_max) == (0.48, 0.52) and nr.gamma_ratio_mean == pytest.approx(1.5, rel=1e-12)
+    m = np.array([[3.0, 1.0, 2.0], [5.0, 4.0, 0.0], [1.0, 1.0, 1.0]])  # rows 0 and 2 (a tie counts) win
+    assert als.diagonal_wins(m) == 2
+    assert als.diagonal_wins(m.T) == 1  # rows [3, 5, 1], [1, 4, 1], [2, 0, 1]: only the middle one wins
+    with pytest.raises(ValueError, match="square"):
+        als.diagonal_wins(np.ones((2, 3)))
+    assert [als.range_position(x, [0.2, 0.5, 0.3]) for x in (0.6, 0.5, 0.25, 0.2, 0.1)] == [
+        "above", "within", "within", "within", "below"]
+    with pytest.raises(ValueError, match="empty"):
+        als.range_position(1.0, [])

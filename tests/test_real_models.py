@@ -125,3 +125,173 @@ def test_summary_from_leading_eigenvalues_matches_the_full_table():
     pd.testing.assert_frame_equal(full.drop(columns="lambda1"), part.drop(columns="lambda1"), rtol=1e-9)
     with pytest.raises(lib.InputError, match="3 leading"):
         rm.summary_from_eigvals(lams[:, :2], "toy", d=60)
+
+
+# -- chapter 3's analysis functions ---------------------------------------------------------------------
+TEXTS = ["hello there.", "a longer second sentence, with a comma.", "abc", "the third one is short.", "zz top"]
+
+
+@pytest.fixture(scope="module")
+def tokenized_dir(tiny_dir, tmp_path_factory):
+    """``tokenized_dir(family)``: a copy of the tiny checkpoint with a small WordPiece tokenizer (vocab 64)."""
+    import shutil
+
+    from tiny_models import VOCAB
+
+    letters = list("abcdefghijklmnopqrstuvwxyz")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters, *(f"##{c}" for c in letters), ".", ","]
+    vocab += [f"[unused{i}]" for i in range(VOCAB - len(vocab))]
+    assert len(vocab) == VOCAB
+
+    def make(family: str):
+        folder = tmp_path_factory.mktemp(f"tok-{family}") / "ckpt"
+        shutil.copytree(tiny_dir(family), folder)
+        (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+        (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer", "do_lower_case": True}))
+        return folder
+
+    return make
+
+
+def test_short_label():
+    assert rm.short_label("all-MiniLM-L6-v2 (random init, seed 1)") == "random init, seed 1"
+    assert rm.short_label("all-MiniLM-L6-v2 (trained)") == "trained"
+    assert rm.short_label("no parentheses") == "no parentheses"
+
+
+@pytest.mark.parametrize("random_init", [False, True])
+def test_layer_varying_one_row_per_layer_and_source(tokenized_dir, random_init):
+    m = lib.load_model(str(tokenized_dir("bert")), random_init=random_init, seed=3)
+    H, S = rm.prompt_states(m, TEXTS)
+    eb = als.eigen_bases(m.layer_matrices())
+    out = rm.layer_varying(m, H, S, eb, n_null=20)
+    res, null, states = out  # unpacks like a tuple
+    who = "random init s3" if random_init else "trained"
+    variants = [f"{who} · {s}" for s in rm.TRAJECTORIES]
+    assert res.variant.tolist() == [v for v in variants for _ in range(m.n_layers)]
+    assert null.variant.tolist() == res.variant.tolist() and res.layer.tolist() == [1, 2, 1, 2]
+    for col in ("gamma", "rho", "tilt"):
+        assert np.all(res[f"{col}_lo"] <= res[col] + 1e-12) and np.all(res[col] <= res[f"{col}_hi"] + 1e-12)
+    assert np.all((res.rho >= 0) & (res.rho <= 1)) and np.all(res.gamma > 0)
+    assert np.all(null.rho_null_lo <= null.rho_null) and np.all(null.rho_null <= null.rho_null_hi)
+    n_content = sum(int((~s).sum()) for s in S)
+    assert res.tokens.tolist() == [n_content] * 4 and res.prompts.tolist() == [len(TEXTS)] * 4
+    # the real-forward-pass source is the residual stream itself, the simplified one starts from its embeddings
+    assert set(states) == set(rm.TRAJECTORIES)
+    real, sim = states["real forward pass"], states["simplified"]
+    np.testing.assert_array_equal(real.states, np.concatenate([h.numpy() for h in H], axis=1))
+    np.testing.assert_allclose(np.linalg.norm(sim.states[1:], axis=-1), np.sqrt(m.d_model), rtol=1e-10)
+    # and its rows are gamma_rho of the content tokens, with the same seed
+    ref = als.gamma_rho(sim.select("content"), eb, seed=0)
+    np.testing.assert_allclose(rm.select_source(res, "simplified").gamma, ref.gamma, rtol=1e-12)
+    with pytest.raises(ValueError, match="source must be"):
+        rm.select_source(res, "simulated")
+
+
+def _results(variant_prefix, gamma, rho, rho_lo, rho_hi):
+    """A hand-made layer_varying results frame: the same numbers for both sources."""
+    import pandas as pd
+
+    L = len(gamma)
+    return pd.concat([
+        pd.DataFrame({"layer": np.arange(1, L + 1), "variant": f"{variant_prefix} · {s}", "gamma": gamma,
+                      "tilt": np.full(L, 0.01) * (k + 1), "rho": rho, "rho_lo": rho_lo, "rho_hi": rho_hi})
+        for k, s in enumerate(rm.TRAJECTORIES)
+    ], ignore_index=True)
+
+
+def test_layer_range_and_overview_row_on_hand_made_frames():
+    import pandas as pd
+
+    res = _results("trained", [0.1, 0.3, 0.2], [0.6, 0.3, 0.5], [0.55, 0.2, 0.4], [0.7, 0.45, 0.6])
+    r = rm.layer_range(res, "simplified", b_d=0.05)
+    assert (r.gamma_ratio_min, r.gamma_ratio_max) == pytest.approx((2.0, 6.0), rel=1e-12)
+    assert (r.rho_min, r.rho_max, r.rho_min_layer, r.rho_above, r.rho_below) == (0.3, 0.6, 2, 1, 1)
+    pooled = rm.layer_range(pd.concat([res, res.assign(rho=res.rho + 0.1)]), "simplified", b_d=0.05)  # repeated index
+    assert (pooled.rho_min, pooled.rho_max, pooled.rho_min_layer, pooled.rho_above) == (0.3, pytest.approx(0.7), 2, 2)
+    null = pd.DataFrame({"layer": [1, 2, 3] * 2, "rho_null": [0.5, 0.4, 0.6, 0.1, 0.1, 0.1],
+                         "variant": [f"trained · {s}" for s in rm.TRAJECTORIES for _ in range(3)]})
+    row = rm.overview_row("M (trained)", res, null, "real forward pass", b_d=0.05)
+    assert row["model"] == "M (trained)" and row["trajectories"] == "real forward pass"
+    assert row["mean γ_t / b_d"] == pytest.approx(4.0) and row["mean Δγ_t"] == pytest.approx(0.02)
+    assert row["mean ρ_t"] == pytest.approx(1.4 / 3) and row["mean ρ_t(random u)"] == pytest.approx(0.1)
+    assert row["layers with ρ_t CI > 0.5"] == 1
+
+
+@pytest.mark.parametrize("trained_gamma, trained_rho, where_g, where_r, learned", [
+    (5.0, 0.875, "above", "above", True),  # mean γ/b_d 10 against the twins' 2 and 4; mean ρ 0.875 against 0.5, 0.75
+    (1.5, 0.875, "within", "above", False),
+    (0.5, 0.25, "below", "below", False),
+    (2.0, 0.75, "within", "within", False),  # equal to the twins' maximum is not above (binary-exact numbers)
+])
+def test_compare_to_twins(trained_gamma, trained_rho, where_g, where_r, learned):
+    flat = dict(rho_lo=[0.0, 0.0], rho_hi=[1.0, 1.0])
+    trained = _results("trained", [trained_gamma] * 2, [trained_rho] * 2, **flat)
+    twins = [_results("random init s0", [1.0, 1.0], [0.25, 0.75], **flat),
+             _results("random init s1", [1.0, 3.0], [0.75, 0.75], **flat)]
+    c = rm.compare_to_twins(trained, twins, "simplified", b_d=0.5)
+    assert c.source == "simplified"
+    assert c.trained_gamma == trained_gamma / 0.5 and c.twin_gamma == (2.0, 4.0)
+    assert c.trained_rho == trained_rho and c.twin_rho == (0.5, 0.75)
+    assert (c.gamma_where, c.rho_where, c.learned) == (where_g, where_r, learned)
+    real = rm.compare_to_twins(trained, twins[:1], "real forward pass", b_d=0.5)  # the other source, one twin
+    assert real.source == "real forward pass" and real.twin_gamma == (2.0,)
+
+
+def test_shared_run_rows_fit_a_known_rate():
+    import pandas as pd
+
+    steps = np.arange(61)
+    # geometric at rate 0.8 only inside the fit window (steps 20–50): flat before, rate 0.5 after
+    dist = 0.9 * 0.8 ** np.clip(steps, 20, 50) * 0.5 ** np.clip(steps - 50, 0, None)
+    conv = pd.concat([
+        pd.DataFrame({"step": steps, "target": "v₁", "alignment": 1 - 0.5 * 0.8**steps, "distance": dist, "rate": 0.75}),
+        pd.DataFrame({"step": steps, "target": "span{v₁, v₂}", "alignment": 1.0, "distance": 0.3 * 0.5**steps, "rate": 0.4}),
+    ], ignore_index=True)
+    rows = rm.shared_run_rows(conv, label="M (random init, seed 0)", layer=2)
+    assert [r["target"] for r in rows] == ["v₁", "span{v₁, v₂}"]
+    r = rows[0]
+    assert r["model"] == "random init, seed 0" and r["layer iterated"] == 2 and r["predicted rate r"] == 0.75
+    assert r["fitted rate (steps 20–50)"] == pytest.approx(0.8, rel=1e-9)
+    assert r["alignment at step 0"] == 0.5 and r["alignment at step 60"] == pytest.approx(1 - 0.5 * 0.8**60)
+    table = pd.DataFrame(rows + rm.shared_run_rows(conv, label="M (trained)", layer=2, fit=(10, 30)))
+    assert rm.shared_run_row(table, "M (random init, seed 0)", 2)["target"] == "v₁"
+    with pytest.raises(KeyError, match="no shared run"):
+        rm.shared_run_row(table, "M (trained)", 1)
+
+
+def test_run_paper_model_unloadable_gives_the_message(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    msg = rm.run_paper_model("albert/albert-xxlarge-v2-does-not-exist", TEXTS)
+    assert isinstance(msg, str) and msg.startswith("⚠ albert/albert-xxlarge-v2-does-not-exist could not be loaded")
+
+
+def test_run_paper_model_without_tokenizer_still_gives_the_spectrum(tiny_dir):
+    run = rm.run_paper_model(str(tiny_dir("gpt2")), TEXTS)
+    assert isinstance(run, rm.PaperModelRun) and not run.shared
+    assert run.note.endswith("no tokenizer in the checkpoint, token experiments skipped.")
+    assert run.convergence is None and run.layer_varying is None and (run.prompts, run.steps) == (0, 0)
+    assert list(run.spectrum.columns) == ["model", "layer", "λ1", "λ1 complex", "gap ratio", "span{v1,v2} ratio"]
+    eb = als.eigen_bases(lib.load_model(str(tiny_dir("gpt2"))).layer_matrices())
+    np.testing.assert_allclose(run.spectrum["gap ratio"], eb.gap_ratio, rtol=1e-12)
+    assert run.spectrum.layer.tolist() == [1, 2] and run.b_d == als.baseline_subspace(32)
+
+
+def test_run_paper_model_layer_varying_and_shared(tokenized_dir):
+    bert = rm.run_paper_model(str(tokenized_dir("bert")), TEXTS)
+    assert bert.note is None and bert.convergence is None and bert.prompts == len(TEXTS)
+    lv = bert.layer_varying
+    assert isinstance(lv, rm.LayerVarying) and len(lv.results) == 2 * 2 and len(lv.null) == 4
+    albert = rm.run_paper_model(str(tokenized_dir("albert")), TEXTS, shared_prompts=3, shared_steps=12, anchor=5)
+    assert albert.shared and albert.layer_varying is None and (albert.prompts, albert.steps) == (3, 12)
+    assert len(albert.spectrum) == 1 and albert.convergence.step.max() == 12
+    assert albert.convergence.target.iloc[0] in ("v₁", "plane of λ₁, λ̄₁")
+
+
+def test_run_paper_model_turns_an_analysis_failure_into_a_message(tiny_dir, monkeypatch):
+    def boom(F):
+        raise MemoryError("out of memory in eig")
+
+    monkeypatch.setattr(rm.als, "eigen_bases", boom)
+    msg = rm.run_paper_model(str(tiny_dir("bert")), TEXTS)
+    assert isinstance(msg, str) and "was loaded but its analysis failed (MemoryError): out of memory in eig" in msg
