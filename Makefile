@@ -14,7 +14,7 @@ export PYTHONHASHSEED := 0
 MATHJAX_VERSION := 3.2.2
 MATHJAX := .vendor/mathjax/tex-mml-chtml.js
 
-.PHONY: book test lab bench vendor linkcheck browser-deps clean
+.PHONY: book pdf test lab bench vendor linkcheck browser-deps clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,12 @@ $(MATHJAX):
 ## make book: build every chapter, executed, into _build/html (a raising cell or a warning fails it)
 book: $(STAMP) $(MATHJAX)
 	SPECTRAL_BOOK_BUILD=1 $(VENV)/bin/jupyter-book build . --all -W -n --keep-going
+
+## make pdf: the built site printed to one PDF in headless Chromium (builds the site first if missing)
+PDF := _build/pdf/spectral-dynamics-book.pdf
+pdf: $(STAMP) browser-deps
+	@test -f _build/html/index.html || $(MAKE) book
+	$(PY) -m tools.book_pdf --html _build/html --out $(PDF)
 
 ## make linkcheck: check the external links (needs network; optional, not part of make test)
 linkcheck: $(STAMP) $(MATHJAX)

@@ -1,0 +1,70 @@
+"""Headless Chromium on the built site: the launch options and a local server, shared by tools and tests.
+
+Debian's Chromium (``/usr/bin/chromium``) is driven by Playwright; a browser is never downloaded.
+The site is served from ``127.0.0.1`` on a free port, so nothing leaves the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import socketserver
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "serve_site", "wait_until_rendered"]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+# Altair's html renderer writes one empty <div id="altair-viz-…"> per chart; vegaEmbed fills it.
+CHART_SELECTOR = "div[id^='altair-viz-']"
+_CHARTS_RENDERED = f"""() => [...document.querySelectorAll("{CHART_SELECTOR}")]
+    .every(c => c.querySelector('svg, canvas'))"""
+_MATHJAX_READY = """async () => {
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+    if (document.fonts) await document.fonts.ready;
+    return true;
+}"""
+_MATHJAX_LOADED = """() => !document.querySelector('script[src*="mathjax"]')
+    || (window.MathJax && window.MathJax.startup && window.MathJax.startup.promise)"""
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:  # no request log on stderr
+        pass
+
+
+@contextlib.contextmanager
+def serve_site(html_dir: Path) -> Iterator[str]:
+    """Serve ``html_dir`` on 127.0.0.1 (a free port) in a daemon thread; yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(html_dir))
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def wait_until_rendered(page: Page, timeout_ms: int = 30_000) -> None:
+    """Block until every Altair chart on ``page`` holds an SVG or canvas and MathJax has typeset."""
+    page.wait_for_function(_CHARTS_RENDERED, timeout=timeout_ms)
+    page.wait_for_function(_MATHJAX_LOADED, timeout=timeout_ms)
+    page.evaluate(_MATHJAX_READY)
