@@ -9,15 +9,10 @@ Protocols:
 * **sub-blocks** [ours]: the attention sub-block ``x ↦ u`` and the MLP sub-block ``u ↦ f`` separately,
   with ``J_l = J_mlp(u) J_attn(x)`` (the chain rule; tested).
 
-Every Jacobian is column convention, ``J[i, j] = ∂f_i/∂x_j``, and comes back as float64. The forward
-passes run in the model's own dtype on the model's own device (CPU or CUDA, same code); means are
-accumulated in float64 on that device.
-
-Batching: for a batch of prompts ``X`` (P, d), the single-token blocks act on each row separately,
-so ``∂(Σ_p f(x_p))_i / ∂x_{p,j} = J_p[i, j]``. Reverse mode (``jacrev``) therefore gets all P
-Jacobians from d vectorised backward passes over the batch; forward mode (``jvp`` under ``vmap``)
-from d vectorised forward passes with the same tangent ``e_j`` for every prompt. Both are chunked
-over prompts and over tangent directions to bound memory.
+**Closed form** (``method="closed"``, the default for single-token Jacobians): on one token the
+attention core is affine and every block is norms, ``F = O V``, an elementwise MLP and skips, so
+:mod:`lib.jacobian_closed` forms the Jacobian from those factors without autodiff (exact, not an
+approximation; tested against ``method="autodiff"``, which differentiates the real modules).
 """
 
 from __future__ import annotations
@@ -29,10 +24,12 @@ import numpy as np
 import torch
 from lib.progress import progress as progress_bar
 
+from lib import jacobian_closed
 from lib.errors import InputError
 from lib.memory import require
 
 __all__ = [
+    "METHODS",
     "JacobianSet",
     "batched_jacobians",
     "block_fn",
@@ -46,6 +43,9 @@ __all__ = [
 ]
 
 Fn = Callable[[torch.Tensor], torch.Tensor]
+
+METHODS: tuple[str, ...] = ("closed", "autodiff")
+"""How :func:`layer_jacobians` forms single-token Jacobians: closed form (:mod:`lib.jacobian_closed`) or autodiff."""
 
 
 def _param(model) -> torch.Tensor:
@@ -180,15 +180,18 @@ def _auto_chunks(model, P: int, d: int, budget_mb: float) -> tuple[int, int | No
 
 
 def layer_jacobians(
-    model, t: int, X, *, part: str = "block", mode: str = "rev", budget_mb: float = 512.0
+    model, t: int, X, *, part: str = "block", mode: str = "rev", budget_mb: float = 512.0,
+    method: str = "closed",
 ) -> torch.Tensor:
     """Single-token Jacobians of block ``t`` at every row of ``X`` (P, d): float64 ``(P, d, d)``.
 
     Args:
         part: ``"block"`` (the whole block), ``"attn"`` or ``"mlp"`` (the sub-blocks; the MLP one is
             evaluated at the mid-block residual ``u = attn(x)``).
-        mode: ``"rev"`` or ``"fwd"`` autodiff (same result).
+        mode: ``"rev"`` or ``"fwd"`` (``method="autodiff"`` only; same result).
         budget_mb: rough bound on the activation memory of one vectorised call.
+        method: ``"closed"`` (default, :mod:`lib.jacobian_closed`) or ``"autodiff"`` (``torch.func``
+            over the real modules, vectorised over the d tangents and the batch).
 
     The result lives on the model's device.
     """
@@ -204,21 +207,25 @@ def layer_jacobians(
         f"About {fits} prompts fit per call: pass fewer rows of X at a time, or use a GPU with more memory.",
         device=p.device,
     )
+    if part not in ("block", "attn", "mlp"):
+        raise InputError(f"part must be 'block', 'attn' or 'mlp', got {part!r}")
+    if method not in METHODS:
+        raise InputError(f"method must be one of {METHODS}, got {method!r}")
+    P, d = X.shape
+    per_batch, tangent = _auto_chunks(model, P, d, budget_mb)
+    out = torch.empty(P, d, d, dtype=torch.float64, device=p.device)
+    if method == "closed":
+        for s in range(0, P, per_batch):
+            out[s : s + per_batch] = jacobian_closed.block_jacobians(model, t, X[s : s + per_batch], part).double()
+        return out
     if part == "block":
         f = block_fn(model, t)
     else:
         attn, mlp = sub_block_fns(model, t)
-        if part == "attn":
-            f = attn
-        elif part == "mlp":
-            f = mlp
+        f = attn if part == "attn" else mlp
+        if part == "mlp":
             with torch.no_grad():
                 X = attn(X)
-        else:
-            raise InputError(f"part must be 'block', 'attn' or 'mlp', got {part!r}")
-    P, d = X.shape
-    per_batch, tangent = _auto_chunks(model, P, d, budget_mb)
-    out = torch.empty(P, d, d, dtype=torch.float64, device=p.device)
     for s in range(0, P, per_batch):
         out[s : s + per_batch] = batched_jacobians(f, X[s : s + per_batch], mode=mode, chunk_size=tangent).double()
     return out

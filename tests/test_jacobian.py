@@ -8,6 +8,7 @@ import torch
 
 import lib
 from lib import jacobian as jac
+from lib.errors import InputError
 from lib.spectra import eigvals
 
 FAMILIES = ("bert", "albert", "gpt2", "gpt_neo", "llama", "olmo2", "gemma2")
@@ -88,6 +89,39 @@ def test_sub_blocks_compose_to_block(tiny64, family):
     JM = jac.layer_jacobians(model, 1, X, part="mlp")
     J = jac.layer_jacobians(model, 1, X)
     assert torch.linalg.norm(JM @ JA - J) / torch.linalg.norm(J) < _tol(family)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_closed_form_equals_autodiff_of_the_modules(tiny64, family):
+    """lib.jacobian_closed is exact: block, attention and MLP Jacobians equal autodiff of the real modules (fp64)."""
+    model = tiny64(family)
+    X = _inputs(model, P=3)
+    for part in ("block", "attn", "mlp"):
+        closed = jac.layer_jacobians(model, 1, X, part=part)
+        auto = jac.layer_jacobians(model, 1, X, part=part, method="autodiff")
+        assert torch.linalg.norm(closed - auto) / torch.linalg.norm(auto) < _tol(family), part
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_norm_jacobians_are_diagonal_minus_low_rank(tiny64, family):
+    """Every norm module of every family: the structured Jacobian equals jacrev of the module (fp64)."""
+    from lib.jacobian_closed import norm_jacobian
+
+    model = tiny64(family)
+    X = _inputs(model, P=2)
+    norms = [m for m in model.blocks[1].modules() if "norm" in type(m).__name__.lower()]
+    assert norms
+    for norm in norms:
+        if norm.weight.shape[-1] != model.d_model:  # OLMo-2's q/k norms act on heads, not on the residual
+            continue
+        want = torch.stack([torch.func.jacrev(norm)(x) for x in X])
+        got = norm_jacobian(norm, X).dense()
+        assert torch.linalg.norm(got - want) / torch.linalg.norm(want) < _tol(family), type(norm).__name__
+
+
+def test_unknown_method_is_refused(tiny64):
+    with pytest.raises(InputError, match="method must be one of"):
+        jac.layer_jacobians(tiny64("gpt2"), 1, _inputs(tiny64("gpt2"), P=1), method="fast")
 
 
 @pytest.mark.parametrize("family", ["llama", "gpt2", "bert"])
@@ -184,3 +218,17 @@ def test_sweep_shapes(tiny_dir):
     assert res.mean.shape == (L, d, d) and res.per_prompt.shape == (L, 3, d, d)
     np.testing.assert_allclose(res.mean, res.per_prompt.astype(np.float64).mean(1), rtol=1e-5, atol=1e-6)
     assert set(res.parts) == {"attn", "mlp"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("family", ["gpt2", "llama", "gemma2"])
+def test_cuda_jacobians_stay_on_device(tiny_dir, family):
+    """Both methods run on the model's device and agree with the CPU result."""
+    cpu = lib.load_model(str(tiny_dir(family)), dtype=torch.float64)
+    gpu = lib.load_model(str(tiny_dir(family)), dtype=torch.float64, device="cuda")
+    X = _inputs(cpu, P=2)
+    want = jac.layer_jacobians(cpu, 1, X)
+    for method in jac.METHODS:
+        J = jac.layer_jacobians(gpu, 1, X.cuda(), method=method)
+        assert J.device.type == "cuda"
+        assert torch.linalg.norm(J.cpu() - want) / torch.linalg.norm(want) < _tol(family)

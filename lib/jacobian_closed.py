@@ -1,0 +1,216 @@
+"""Closed-form single-token block Jacobians (residual-jacobian §3, single-token protocol) [ours].
+
+A token alone attends only to itself: the softmax over one score is 1, RoPE at position 0 is the
+identity, and QK-norms, logit soft-capping and sliding windows act on scores only. So on a single
+token the attention core is **affine**, ``n ↦ F n + b`` with ``F = O V`` and ``b = O b_V + b_O``, and
+every block is a composition of norms, that affine map, an elementwise-activated MLP and skips. Its
+Jacobian is then a product of known factors, formed here without autodiff:
+
+* a norm's Jacobian is **diagonal minus low rank** (:class:`DiagLowRank`):
+  LayerNorm ``y = γ ⊙ x̂ + β``, ``x̂ = (x − μ)/σ``: ``J = diag(γ/σ) (I − 1 1ᵀ/d − x̂ x̂ᵀ/d)``;
+  RMSNorm ``y = g ⊙ x / r``, ``r = sqrt(mean x² + ε)`` (``g = γ``, Gemma: ``1 + γ``):
+  ``J = diag(g/r) (I − x xᵀ/(d r²))``; applied to a dense matrix in ``O(d²)``, not ``O(d³)``;
+* the MLP core is ``C = W_out diag(φ'(z)) W_in`` (GELU MLPs) or, for gated MLPs
+  ``W_down (act(g) ⊙ W_up n)``, ``C = W_down [diag(act'(g) ⊙ up) W_gate + diag(act(g)) W_up]``:
+  one ``d × d_ff × d`` product per token, the unavoidable cost (autodiff pays it two or three times);
+* the block Jacobian is ``J_mlp(u) J_attn(x)`` with, by family (``J_n`` a norm's Jacobian at its input):
+
+  ========================  ==============================================  ================================================
+  family                    ``J_attn(x)``                                   ``J_mlp(u)``
+  ========================  ==============================================  ================================================
+  GPT-2, GPT-Neo, Llama     ``I + F J_n1(x)``                               ``I + C J_n2(u)``
+  BERT, ALBERT (post-LN)    ``J_LN1(x + F x + b) (I + F)``                  ``J_LN2(u + mlp(u)) (I + C)``
+  OLMo-2 (post-norms)       ``I + J_post1(F x + b) F``                      ``I + J_post2(mlp(u)) C``
+  Gemma-2 (both)            ``I + J_post1(F n1 + b) F J_n1(x)``             ``I + J_post2(mlp(n2)) C J_pre2(u)``
+  ========================  ==============================================  ================================================
+
+Everything runs in the model's dtype on the model's device; :func:`lib.jacobian.layer_jacobians`
+(``method="closed"``, its default) calls :func:`block_jacobians` and returns float64. Tests compare
+every family against autodiff of the real modules in float64.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from lib.errors import InputError
+
+__all__ = ["DiagLowRank", "attention_affine", "block_jacobians", "norm_jacobian"]
+
+PARTS: tuple[str, ...] = ("block", "attn", "mlp")
+
+
+def _param(model) -> torch.Tensor:
+    return next(model.hf_model.parameters())
+
+
+@dataclass(frozen=True)
+class DiagLowRank:
+    """A batch of Jacobians ``J_p = diag(s_p) − A_p B_pᵀ``: s ``(P, d)``, A and B ``(P, d, r)``."""
+
+    s: torch.Tensor
+    A: torch.Tensor
+    B: torch.Tensor
+
+    def right_of(self, M: torch.Tensor) -> torch.Tensor:
+        """``M J`` for dense ``M`` ``(P, m, d)``, in ``O(m d r)``."""
+        return M * self.s[:, None, :] - (M @ self.A) @ self.B.transpose(1, 2)
+
+    def left_of(self, M: torch.Tensor) -> torch.Tensor:
+        """``J M`` for dense ``M`` ``(P, d, m)``, in ``O(d m r)``."""
+        return self.s[:, :, None] * M - self.A @ (self.B.transpose(1, 2) @ M)
+
+    def dense(self) -> torch.Tensor:
+        """``(P, d, d)``."""
+        return torch.diag_embed(self.s) - self.A @ self.B.transpose(1, 2)
+
+
+def norm_jacobian(norm: nn.Module, X: torch.Tensor) -> DiagLowRank:
+    """Jacobians of a LayerNorm or RMSNorm module at every row of ``X`` ``(P, d)`` (module docstring).
+
+    Raises:
+        InputError: a norm of another kind (no closed form here; use ``method="autodiff"``).
+    """
+    d = X.shape[-1]
+    name = type(norm).__name__
+    if isinstance(norm, nn.LayerNorm):
+        mu = X.mean(-1, keepdim=True)
+        sigma = torch.sqrt(X.var(-1, unbiased=False, keepdim=True) + norm.eps)
+        xh = (X - mu) / sigma
+        gain = norm.weight if norm.weight is not None else torch.ones_like(X[0])
+        s = gain * (1.0 / sigma)
+        ones = torch.ones_like(X)
+        A = torch.stack([s, s * xh], dim=-1)
+        B = torch.stack([ones, xh], dim=-1) / d
+        return DiagLowRank(s, A, B)
+    if name.endswith("RMSNorm"):
+        eps = getattr(norm, "variance_epsilon", None) or getattr(norm, "eps")
+        r = torch.sqrt(X.pow(2).mean(-1, keepdim=True) + eps)
+        gain = (1.0 + norm.weight) if name.startswith("Gemma") else norm.weight
+        s = gain * (1.0 / r)
+        return DiagLowRank(s, (s * X)[..., None], (X / (d * r * r))[..., None])
+    raise InputError(f"no closed-form Jacobian for a norm of type {name}; use method='autodiff'")
+
+
+def attention_affine(model, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(F, b)`` of block ``t``'s attention core on a single token, ``n ↦ F n + b`` (module docstring).
+
+    Returns ``F = O V`` ``(d, d)`` and ``b = O b_V + b_O`` ``(d,)`` in the model's dtype, on its device.
+    """
+    att = model.layer(t).attention
+    p = _param(model)
+    F = att.layer_matrix()
+    b = torch.zeros(F.shape[0], dtype=F.dtype, device=F.device)
+    if att.b_V is not None:
+        b = b + att.O @ att.b_V
+    if att.b_O is not None:
+        b = b + att.b_O
+    return F.to(device=p.device, dtype=p.dtype), b.to(device=p.device, dtype=p.dtype)
+
+
+def _act_and_slope(act: nn.Module, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(φ(Z), φ'(Z))`` of an elementwise activation module (one forward-mode pass)."""
+    return torch.func.jvp(act, (Z,), (torch.ones_like(Z),))
+
+
+def _linear(module: nn.Module, conv1d: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(W, b)`` in column convention (``y = W x + b``); GPT-2's ``Conv1D`` stores ``Wᵀ``."""
+    W = module.weight
+    return (W.T if conv1d else W), module.bias
+
+
+def _mlp_core(model, blk: nn.Module, N: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(C, m)``: the MLP core's Jacobian ``(P, d, d)`` and value ``(P, d)`` at its (normalized) input ``N``."""
+    fam = model.family
+    if fam in ("llama", "olmo2", "gemma2"):
+        mlp = blk.mlp
+        G = N @ mlp.gate_proj.weight.T
+        Up = N @ mlp.up_proj.weight.T
+        a, da = _act_and_slope(mlp.act_fn, G)
+        K = (da * Up)[:, :, None] * mlp.gate_proj.weight + a[:, :, None] * mlp.up_proj.weight  # (P, d_ff, d)
+        return mlp.down_proj.weight @ K, (a * Up) @ mlp.down_proj.weight.T
+    if fam == "bert":
+        (W_i, b_i), act, (W_o, b_o) = _linear(blk.intermediate.dense, False), blk.intermediate.intermediate_act_fn, \
+            _linear(blk.output.dense, False)
+    elif fam == "albert":
+        (W_i, b_i), act, (W_o, b_o) = _linear(blk.ffn, False), blk.activation, _linear(blk.ffn_output, False)
+    elif fam in ("gpt2", "gpt_neo"):
+        conv = fam == "gpt2"
+        (W_i, b_i), act, (W_o, b_o) = _linear(blk.mlp.c_fc, conv), blk.mlp.act, _linear(blk.mlp.c_proj, conv)
+    else:  # pragma: no cover - every supported family is handled
+        raise NotImplementedError(f"closed-form MLP Jacobian of family {fam!r}")
+    Z = N @ W_i.T + (b_i if b_i is not None else 0)
+    a, da = _act_and_slope(act, Z)
+    m = a @ W_o.T + (b_o if b_o is not None else 0)
+    return (W_o[None] * da[:, None, :]) @ W_i, m
+
+
+def _identity_plus(M: torch.Tensor) -> torch.Tensor:
+    return M + torch.eye(M.shape[-1], dtype=M.dtype, device=M.device)
+
+
+def _attn_part(model, blk: nn.Module, F: torch.Tensor, b: torch.Tensor, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(J_attn, u)``: the attention sub-block's Jacobians ``(P, d, d)`` and outputs ``(P, d)`` at ``X``."""
+    fam = model.family
+    P = X.shape[0]
+    Fb = F.expand(P, *F.shape)
+    if fam in ("bert", "albert"):
+        ln = blk.attention.output.LayerNorm if fam == "bert" else blk.attention.LayerNorm
+        Z = X + X @ F.T + b
+        return norm_jacobian(ln, Z).left_of(_identity_plus(Fb)), ln(Z)
+    if fam in ("gpt2", "gpt_neo", "llama"):
+        pre = blk.ln_1 if fam != "llama" else blk.input_layernorm
+        return _identity_plus(norm_jacobian(pre, X).right_of(Fb)), X + pre(X) @ F.T + b
+    if fam == "olmo2":
+        Y = X @ F.T + b
+        post = blk.post_attention_layernorm
+        return _identity_plus(norm_jacobian(post, Y).left_of(Fb)), X + post(Y)
+    if fam == "gemma2":
+        pre, post = blk.input_layernorm, blk.post_attention_layernorm
+        Y = pre(X) @ F.T + b
+        return _identity_plus(norm_jacobian(post, Y).left_of(norm_jacobian(pre, X).right_of(Fb))), X + post(Y)
+    raise NotImplementedError(f"closed-form attention Jacobian of family {fam!r}")  # pragma: no cover
+
+
+def _mlp_part(model, blk: nn.Module, U: torch.Tensor) -> torch.Tensor:
+    """``J_mlp`` ``(P, d, d)`` of the MLP sub-block at the mid-block residuals ``U``."""
+    fam = model.family
+    if fam in ("bert", "albert"):
+        C, m = _mlp_core(model, blk, U)
+        ln = blk.output.LayerNorm if fam == "bert" else blk.full_layer_layer_norm
+        return norm_jacobian(ln, U + m).left_of(_identity_plus(C))
+    if fam in ("gpt2", "gpt_neo", "llama"):
+        pre = blk.ln_2 if fam != "llama" else blk.post_attention_layernorm
+        C, _ = _mlp_core(model, blk, pre(U))
+        return _identity_plus(norm_jacobian(pre, U).right_of(C))
+    if fam == "olmo2":
+        C, m = _mlp_core(model, blk, U)
+        return _identity_plus(norm_jacobian(blk.post_feedforward_layernorm, m).left_of(C))
+    if fam == "gemma2":
+        pre, post = blk.pre_feedforward_layernorm, blk.post_feedforward_layernorm
+        C, m = _mlp_core(model, blk, pre(U))
+        return _identity_plus(norm_jacobian(post, m).left_of(norm_jacobian(pre, U).right_of(C)))
+    raise NotImplementedError(f"closed-form MLP Jacobian of family {fam!r}")  # pragma: no cover
+
+
+@torch.no_grad()
+def block_jacobians(model, t: int, X: torch.Tensor, part: str = "block") -> torch.Tensor:
+    """Single-token Jacobians of block ``t`` at the rows of ``X`` ``(P, d)`` (model dtype and device).
+
+    Args:
+        part: ``"block"``, ``"attn"`` (``x ↦ u``) or ``"mlp"`` (``u ↦ f``, at ``u = attn(x)``).
+    Returns:
+        ``(P, d, d)`` in the model's dtype (column convention, ``J[i, j] = ∂f_i/∂x_j``).
+    """
+    if part not in PARTS:
+        raise InputError(f"part must be one of {PARTS}, got {part!r}")
+    blk = model.blocks[t]
+    F, b = attention_affine(model, t)
+    J_attn, U = _attn_part(model, blk, F, b, X)
+    if part == "attn":
+        return J_attn
+    J_mlp = _mlp_part(model, blk, U)
+    return J_mlp if part == "mlp" else J_mlp @ J_attn
