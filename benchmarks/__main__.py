@@ -1,7 +1,8 @@
 """``python -m benchmarks [--quick] [--with-4096] [--chapters] [--device cuda] [--threads N] [--only NAME ...]``.
 
 Runs every benchmark module that is present (``bench_jacobian``, ``bench_dynamics``, ``bench_eig``,
-``bench_cumulative``; ``bench_book`` with ``--chapters``), prints one table per kernel group and
+``bench_cumulative``, ``bench_sweep`` (the 8B-shaped full-model sweep: GPU only, or
+``--quick``); ``bench_book`` with ``--chapters``), prints one table per kernel group and
 writes ``benchmarks/results.json``::
 
     {"<kernel>": {"size": ..., "time_s": ..., "baseline_s": ..., "ratio": ..., "peak_mb": ...}, ...,
@@ -103,7 +104,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    modules = ["bench_jacobian", "bench_dynamics", "bench_eig", "bench_cumulative"]
+    modules = ["bench_jacobian", "bench_dynamics", "bench_eig", "bench_cumulative", "bench_sweep"]
     if args.chapters:
         modules.append("bench_book")
     if args.only:
