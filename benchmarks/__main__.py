@@ -2,7 +2,8 @@
 
 Runs every benchmark module that is present (``bench_jacobian``, ``bench_dynamics``, ``bench_eig``,
 ``bench_cumulative``, ``bench_sweep`` (the 8B-shaped full-model sweep: GPU only, or
-``--quick``); ``bench_book`` with ``--chapters``), prints one table per kernel group and
+``--quick``), ``bench_paper_set`` (chapter 3 on twins of the paper's models); ``bench_book`` with
+``--chapters``), prints one table per kernel group and
 writes ``benchmarks/results.json``::
 
     {"<kernel>": {"size": ..., "time_s": ..., "baseline_s": ..., "ratio": ..., "peak_mb": ...}, ...,
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    modules = ["bench_jacobian", "bench_dynamics", "bench_eig", "bench_cumulative", "bench_sweep"]
+    modules = ["bench_jacobian", "bench_dynamics", "bench_eig", "bench_cumulative", "bench_sweep", "bench_paper_set"]
     if args.chapters:
         modules.append("bench_book")
     if args.only:

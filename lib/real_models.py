@@ -472,7 +472,7 @@ class PaperModelRun:
 
 def run_paper_model(
     name: str, texts: Sequence[str], *, device: str = "cpu", shared_prompts: int = 8, shared_steps: int = 100,
-    anchor: int = 20, seed: int = 0,
+    anchor: int = 20, seed: int = 0, random_init: bool = False,
 ) -> PaperModelRun | str:
     """Load one checkpoint with :func:`try_load` and run chapter 3's analysis on it; never raises.
 
@@ -481,11 +481,14 @@ def run_paper_model(
     from the embeddings of the first ``shared_prompts`` texts (:func:`lib.alignment_stats.shared_convergence`,
     fit anchored at step ``anchor``), and a layer-varying one gets :func:`layer_varying` on all ``texts``.
 
+    ``random_init=True`` loads the same configuration with fresh seeded weights (``seed``): the
+    architecture-only twin, which is also what ``benchmarks/bench_paper_set.py`` times offline.
+
     Returns:
         A :class:`PaperModelRun`, or a one-paragraph message (starting ``"⚠ <name>"``) if the model
         could not be loaded or its analysis failed, so that a page can print it and go on.
     """
-    model = try_load(name, device=device)
+    model = try_load(name, device=device, random_init=random_init, seed=seed)
     if isinstance(model, str):
         return model
     try:

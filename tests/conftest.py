@@ -86,3 +86,13 @@ def built_site(tmp_path_factory):
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-60:])
         pytest.fail(f"jupyter-book build failed (exit {proc.returncode}); log at {log}\n{tail}")
     return html
+
+
+def require_chromium() -> None:
+    """Skip when Debian's Chromium is missing (fail in CI, where ``make test`` installs it)."""
+    from tools.site_browser import CHROMIUM
+
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing in CI; `make test` installs Debian's chromium as root")
+        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")

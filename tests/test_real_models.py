@@ -295,3 +295,24 @@ def test_run_paper_model_turns_an_analysis_failure_into_a_message(tiny_dir, monk
     monkeypatch.setattr(rm.als, "eigen_bases", boom)
     msg = rm.run_paper_model(str(tiny_dir("bert")), TEXTS)
     assert isinstance(msg, str) and "was loaded but its analysis failed (MemoryError): out of memory in eig" in msg
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_run_paper_model_on_cuda_equals_cpu(tokenized_dir):
+    """With a GPU the model runs there and the analysis (host, float64) gives the CPU's numbers."""
+    for family in ("bert", "albert"):
+        cpu = rm.run_paper_model(str(tokenized_dir(family)), TEXTS, shared_prompts=3, shared_steps=12, anchor=5)
+        gpu = rm.run_paper_model(str(tokenized_dir(family)), TEXTS, device="cuda", shared_prompts=3, shared_steps=12,
+                                 anchor=5)
+        assert not isinstance(gpu, str), gpu
+        np.testing.assert_allclose(gpu.spectrum["gap ratio"], cpu.spectrum["gap ratio"], rtol=1e-9)
+        if family == "bert":
+            np.testing.assert_allclose(gpu.layer_varying.results.gamma, cpu.layer_varying.results.gamma, rtol=1e-4)
+        else:
+            np.testing.assert_allclose(gpu.convergence.alignment, cpu.convergence.alignment, rtol=1e-4)
+
+
+def test_random_init_twin_of_a_config_folder(tokenized_dir):
+    """run_paper_model(random_init=True): the architecture-only twin (what bench_paper_set times)."""
+    run = rm.run_paper_model(str(tokenized_dir("bert")), TEXTS, random_init=True, seed=3)
+    assert isinstance(run, rm.PaperModelRun) and "random init" in run.label and run.prompts == len(TEXTS)

@@ -7,43 +7,20 @@ no output shows a traceback. A full-page screenshot of each page is saved in ``t
 
 from __future__ import annotations
 
-import functools
-import http.server
-import os
-import socketserver
-import threading
-from pathlib import Path
 
 import pytest
-from conftest import ROOT, toc_pages
+from conftest import ROOT, require_chromium, toc_pages
+
+from tools.site_browser import CHROMIUM, CHROMIUM_ARGS, serve_site
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:  # keep pytest output clean
-        pass
 
 
 @pytest.fixture(scope="module")
 def browser():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing in CI; `make test` installs Debian's chromium as root")
-        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -54,12 +31,8 @@ def browser():
 
 @pytest.fixture(scope="module")
 def site_url(built_site):
-    handler = functools.partial(_QuietHandler, directory=str(built_site))
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve_site(built_site) as url:
+        yield url
 
 
 def _svg_markup(page, index: int) -> str:

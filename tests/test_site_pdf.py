@@ -7,18 +7,14 @@ the page's first heading, the book's title as metadata, and no traceback anywher
 
 from __future__ import annotations
 
-import os
 import re
 import unicodedata
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, toc_pages
+from conftest import ROOT, require_chromium, toc_pages
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
-
-CHROMIUM = "/usr/bin/chromium"
-
 
 def _norm(text: str) -> str:
     """Fold ligatures (ﬁ → fi) and whitespace, as text extracted from a PDF needs."""
@@ -38,10 +34,7 @@ def _first_heading(html: Path) -> str:
 @pytest.fixture(scope="module")
 def book_pdf(built_site, tmp_path_factory):
     """``(path, chapters)`` of the PDF printed from the session's build."""
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing in CI; `make test` installs Debian's chromium as root")
-        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
+    require_chromium()
     from tools.book_pdf import build_pdf
 
     out = tmp_path_factory.mktemp("pdf") / "book.pdf"
