@@ -348,7 +348,8 @@ def static_lab(grid: dict[str, pd.DataFrame], *, model: Any, alphas: Sequence[fl
 
 
 def widget_lab(labs: dict[str, Lab], directions: dict[str, dict[str, steering.Direction]]):  # pragma: no cover - needs a kernel
-    """ipywidgets panel (JupyterLab): model, direction (a word, or a named direction), α (log slider), layer.
+    """ipywidgets panel (JupyterLab): model, direction (a word, or a named direction), α (log slider), layer,
+    and the edited matrix (``O``, the paper's edit, or the ``V`` control).
 
     Args:
         labs: ``{name: Lab}`` (models loaded once; nothing is re-loaded on change).
@@ -363,6 +364,8 @@ def widget_lab(labs: dict[str, Lab], directions: dict[str, dict[str, steering.Di
     word_w = W.Text(value="", placeholder="or type a word + Enter", description="word", continuous_update=False)
     alpha_w = W.FloatLogSlider(value=10, base=10, min=-1, max=3, step=0.1, description="α|c|/|λ₁|")
     layer_w = W.IntSlider(value=1, min=1, max=1, description="layer")
+    matrix_w = W.ToggleButtons(options=list(steering.MATRICES), value="O", description="edit",
+                               tooltips=["O_L ← O_L + α u wᵀ (the paper's edit)", "V_L ← V_L + α b uᵀ (a control)"])
     out = W.Output()
     syncing = [False]
 
@@ -386,13 +389,13 @@ def widget_lab(labs: dict[str, Lab], directions: dict[str, dict[str, steering.Di
             try:
                 u = steering.word_direction(lab.model, word_w.value.strip()) if word_w.value.strip() \
                     else directions[model_w.value][dir_w.value]
-                r = lab.run(u, alpha_w.value, layer_w.value - 1)
+                r = lab.run(u, alpha_w.value, layer_w.value - 1, matrix=matrix_w.value)
             except steering.InputError as exc:
                 print(exc)
                 return
             eig = pd.DataFrame({"re": r["eigvals"].real, "im": r["eigvals"].imag, "k": np.arange(r["eigvals"].size)})
             eig[["re", "im"]] /= r["edit"].radius if r["edit"] else np.abs(r["eigvals"]).max()
-            summary = (f"{u.label}: α|c|/|λ₁| = {alpha_w.value:.3g}, c = {r['c']:.3f}, |<v₁', u>| = "
+            summary = (f"{u.label}, {matrix_w.value}-edit: α|c|/|λ₁| = {alpha_w.value:.3g}, c = {r['c']:.3f}, |<v₁', u>| = "
                        f"{r['spectral_alignment']:.3f}, gap {r['gap_ratio']:.3f}, sign agreement {r['sign_agreement']:.2f}")
             if "rank" in r:
                 summary += f", target rank {r['rank']:g} (activation addition {r['rank_actadd']:g})"
@@ -403,10 +406,10 @@ def widget_lab(labs: dict[str, Lab], directions: dict[str, dict[str, steering.Di
                            f"Live steering lab, layer {layer_w.value}", lab.label))
 
     model_w.observe(lambda _: (sync_model(), redraw()), names="value")
-    for w in (dir_w, word_w, alpha_w, layer_w):
+    for w in (dir_w, word_w, alpha_w, layer_w, matrix_w):
         w.observe(redraw, names="value")
     sync_model()
     redraw()
-    box = W.VBox([W.HBox([model_w, dir_w, word_w]), W.HBox([alpha_w, layer_w]), out])
+    box = W.VBox([W.HBox([model_w, dir_w, word_w]), W.HBox([alpha_w, layer_w, matrix_w]), out])
     display(box)
     return box

@@ -326,3 +326,18 @@ def test_v_edit_is_not_the_o_edit_in_a_real_multi_head_pass(minilm):
         with steering.steer(minilm, u, 100, matrix=matrix):
             ch = steering.measured_change(before, steering.projection_outputs(minilm, texts), u.vector)
         assert lo <= ch["along_u"] <= hi, (matrix, ch)
+
+
+def test_widget_lab_builds_and_the_matrix_toggle_reruns(capsys):
+    """The JupyterLab panel (no kernel needed to build it): toggling O → V re-runs the lab with the V-edit."""
+    from lib.decoder import language
+    from lib.steering_lab import Lab, widget_lab
+
+    model = lib.load_model("book-decoder", with_lm_head=True)
+    lab = Lab(model, language.prompts(2), prompt="the dog")
+    box = widget_lab({"decoder": lab}, {"decoder": {"boat": steering.word_direction(model, "boat")}})
+    toggle = box.children[1].children[2]
+    assert toggle.options == steering.MATRICES and toggle.value == "O"
+    capsys.readouterr()
+    toggle.value = "V"
+    assert "V-edit" in capsys.readouterr().out
