@@ -215,8 +215,9 @@ def layer_jacobians(
     per_batch, tangent = _auto_chunks(model, P, d, budget_mb)
     out = torch.empty(P, d, d, dtype=torch.float64, device=p.device)
     if method == "closed":
+        affine = jacobian_closed.attention_affine(model, t)  # once per layer, reused by every chunk
         for s in range(0, P, per_batch):
-            out[s : s + per_batch] = jacobian_closed.block_jacobians(model, t, X[s : s + per_batch], part).double()
+            out[s : s + per_batch] = jacobian_closed.block_jacobians(model, t, X[s : s + per_batch], part, affine).double()
         return out
     if part == "block":
         f = block_fn(model, t)

@@ -100,15 +100,16 @@ def attention_affine(model, t: int) -> tuple[torch.Tensor, torch.Tensor]:
 
     Returns ``F = O V`` ``(d, d)`` and ``b = O b_V + b_O`` ``(d,)`` in the model's dtype, on its device.
     """
-    att = model.layer(t).attention
+    att = model.layer(t).attention  # float64 copies on the host
     p = _param(model)
-    F = att.layer_matrix()
-    b = torch.zeros(F.shape[0], dtype=F.dtype, device=F.device)
+    O, V = att.O.to(p.device), att.V.to(p.device)  # the d × H·d_h × d product runs on the model's device
+    F = O @ V
+    b = torch.zeros(F.shape[0], dtype=F.dtype, device=p.device)
     if att.b_V is not None:
-        b = b + att.O @ att.b_V
+        b = b + O @ att.b_V.to(p.device)
     if att.b_O is not None:
-        b = b + att.b_O
-    return F.to(device=p.device, dtype=p.dtype), b.to(device=p.device, dtype=p.dtype)
+        b = b + att.b_O.to(p.device)
+    return F.to(p.dtype), b.to(p.dtype)
 
 
 def _act_and_slope(act: nn.Module, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -197,18 +198,21 @@ def _mlp_part(model, blk: nn.Module, U: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def block_jacobians(model, t: int, X: torch.Tensor, part: str = "block") -> torch.Tensor:
+def block_jacobians(model, t: int, X: torch.Tensor, part: str = "block",
+                    affine: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """Single-token Jacobians of block ``t`` at the rows of ``X`` ``(P, d)`` (model dtype and device).
 
     Args:
         part: ``"block"``, ``"attn"`` (``x ↦ u``) or ``"mlp"`` (``u ↦ f``, at ``u = attn(x)``).
+        affine: :func:`attention_affine` of block ``t`` if already computed (callers that chunk the
+            prompts pass it, so ``F = O V`` is formed once per layer, not once per chunk).
     Returns:
         ``(P, d, d)`` in the model's dtype (column convention, ``J[i, j] = ∂f_i/∂x_j``).
     """
     if part not in PARTS:
         raise InputError(f"part must be one of {PARTS}, got {part!r}")
     blk = model.blocks[t]
-    F, b = attention_affine(model, t)
+    F, b = attention_affine(model, t) if affine is None else affine
     J_attn, U = _attn_part(model, blk, F, b, X)
     if part == "attn":
         return J_attn
