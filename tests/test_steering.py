@@ -44,14 +44,15 @@ def test_principal_eigenvector_follows_u(wide_dir, family):
     for seed in (0, 1, 2):
         model = lib.load_model(str(wide_dir(family)), random_init=True, seed=seed)
         u = steering.random_direction(model.d_model, seed=100 + seed)
-        with steering.steer(model, u, 10, allow_shared=family == "albert") as edit:
-            F = model.layer_matrices()[-1]
-            P = spectra.principal(F)
-            assert not P.is_complex
-            assert edit.alpha_rel == pytest.approx(10)
-            assert spectra.alignment(P.vector, u.vector) > 0.99, (family, seed, edit.method)
-            if family == "albert":  # the shared module is edited, so every layer sees F'
-                assert torch.equal(model.layer_matrices()[0], F)
+        for alpha in (10, 20):
+            with steering.steer(model, u, alpha, allow_shared=family == "albert") as edit:
+                F = model.layer_matrices()[-1]
+                P = spectra.principal(F)
+                assert not P.is_complex
+                assert edit.alpha_rel == pytest.approx(alpha)
+                assert spectra.alignment(P.vector, u.vector) > 0.99, (family, seed, alpha, edit.method)
+                if family == "albert":  # the shared module is edited, so every layer sees F'
+                    assert torch.equal(model.layer_matrices()[0], F)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
