@@ -11,7 +11,9 @@ block 1 at ``P`` residual vectors, one run measures side by side:
   equal to 1e-5 relative);
 * ``method="autodiff"`` (``torch.func.jacrev`` over the batch, vectorised over the d tangents);
 * the *floor*: one forward pass over a batch of ``d·P`` single-token inputs (evaluating the block as
-  often as a tangent-by-tangent Jacobian needs; target: the kernel within 3× of it).
+  often as a tangent-by-tangent Jacobian needs; target: the kernel within 3× of it);
+* the achieved rate: the closed form's matrix-product FLOPs (``P·(2 d² d_ff + 2 d³)``) over its time,
+  as a fraction of the rate of its dominant product ``(d × d_ff)(d_ff × d)`` timed alone on the device.
 
 Kernel and baseline run interleaved (:func:`benchmarks.compare`, median of the repeats, peak memory
 of the kernel). A scaling sweep times the closed and autodiff kernels on Llama-shaped configs for
@@ -75,6 +77,20 @@ def _timed(fn, device) -> float:
     return time.perf_counter() - t0
 
 
+def _d_ff(model) -> int:
+    cfg = model.config
+    return int(getattr(cfg, "intermediate_size", None) or getattr(cfg, "n_inner", None) or 4 * model.d_model)
+
+
+def matmul_rate(d: int, d_ff: int, device, dtype=torch.float32) -> float:
+    """FLOP/s of the kernel's dominant product, ``(d × d_ff) @ (d_ff × d)``, on ``device`` (best of 3)."""
+    A = torch.randn(d, d_ff, device=device, dtype=dtype)
+    B = torch.randn(d_ff, d, device=device, dtype=dtype)
+    A @ B
+    best = min(_timed(lambda: A @ B, device) for _ in range(3))
+    return 2 * d * d_ff * d / best
+
+
 def bench_one(model, P: int, t: int = 1, repeats: int = 3) -> dict:
     """Kernel vs loop (interleaved), plus the autodiff kernel and the floor, for one model."""
     X = _inputs(model, P)
@@ -92,7 +108,12 @@ def bench_one(model, P: int, t: int = 1, repeats: int = 3) -> dict:
     with torch.no_grad():
         batch = X.repeat_interleave(d, 0)
         floor = min(_timed(lambda: f(batch), device) for _ in range(2))
+    # the closed form's matrix products per prompt: one d × d_ff × d (MLP) and one d × d × d (J_mlp J_attn)
+    flops = P * (2 * d * _d_ff(model) * d + 2 * d**3)
+    achieved = flops / r["time_s"]
+    rate = matmul_rate(d, _d_ff(model), device)
     return {"size": f"d={d}, P={P}", "d": d, "prompts": P, **r, "max_rel_diff": rel, "autodiff_s": autodiff,
+            "gflops": achieved / 1e9, "matmul_gflops": rate / 1e9, "fraction_of_matmul": achieved / rate,
             "ratio_to_autodiff": autodiff / r["time_s"], "floor_s": floor, "ratio_to_floor": r["time_s"] / floor,
             "device": str(device)}
 
@@ -146,7 +167,7 @@ def report(out: dict) -> str:
         ("kernel", "kernel", "s"), ("size", "size", "s"), ("time_s", "closed s", ".3f"), ("baseline_s", "loop s", ".2f"),
         ("ratio", "×loop", ".1f"), ("autodiff_s", "autodiff s", ".3f"), ("ratio_to_autodiff", "×autodiff", ".1f"),
         ("floor_s", "floor s", ".3f"), ("ratio_to_floor", "closed/floor", ".2f"), ("max_rel_diff", "rel diff", ".1e"),
-        ("peak_mb", "peak MB", ".0f")])
+        ("gflops", "GFLOP/s", ".1f"), ("fraction_of_matmul", "of matmul", ".2f"), ("peak_mb", "peak MB", ".0f")])
     sc = out["jacobian_scaling"]
     t2 = format_table(f"scaling with d (Llama-shaped, P = {sc['rows'][0]['prompts']})", sc["rows"], [
         ("d", "d", "d"), ("closed_s", "closed s", ".3f"), ("autodiff_s", "autodiff s", ".3f"), ("ratio", "ratio", ".1f")])

@@ -217,7 +217,7 @@ def layer_jacobians(
     if method == "closed":
         affine = jacobian_closed.attention_affine(model, t)  # once per layer, reused by every chunk
         for s in range(0, P, per_batch):
-            out[s : s + per_batch] = jacobian_closed.block_jacobians(model, t, X[s : s + per_batch], part, affine).double()
+            out[s : s + per_batch].copy_(jacobian_closed.block_jacobians(model, t, X[s : s + per_batch], part, affine))
         return out
     if part == "block":
         f = block_fn(model, t)

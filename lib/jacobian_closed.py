@@ -98,18 +98,23 @@ def norm_jacobian(norm: nn.Module, X: torch.Tensor) -> DiagLowRank:
 def attention_affine(model, t: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(F, b)`` of block ``t``'s attention core on a single token, ``n ↦ F n + b`` (module docstring).
 
-    Returns ``F = O V`` ``(d, d)`` and ``b = O b_V + b_O`` ``(d,)`` in the model's dtype, on its device.
+    Returns ``F = O V`` ``(d, d)`` and ``b = O b_V + b_O`` ``(d,)``, formed in the model's dtype on its
+    device (the precision of the forward pass that autodiff would differentiate).
     """
     att = model.layer(t).attention  # float64 copies on the host
     p = _param(model)
-    O, V = att.O.to(p.device), att.V.to(p.device)  # the d × H·d_h × d product runs on the model's device
-    F = O @ V
-    b = torch.zeros(F.shape[0], dtype=F.dtype, device=p.device)
+
+    def here(M: torch.Tensor) -> torch.Tensor:  # the products run on the model's device, in its dtype
+        return M.to(device=p.device, dtype=p.dtype)
+
+    O = here(att.O)
+    F = O @ here(att.V)
+    b = torch.zeros(F.shape[0], dtype=p.dtype, device=p.device)
     if att.b_V is not None:
-        b = b + O @ att.b_V.to(p.device)
+        b = b + O @ here(att.b_V)
     if att.b_O is not None:
-        b = b + att.b_O.to(p.device)
-    return F.to(p.dtype), b.to(p.dtype)
+        b = b + here(att.b_O)
+    return F, b
 
 
 def _act_and_slope(act: nn.Module, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -118,9 +123,13 @@ def _act_and_slope(act: nn.Module, Z: torch.Tensor) -> tuple[torch.Tensor, torch
 
 
 def _linear(module: nn.Module, conv1d: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``(W, b)`` in column convention (``y = W x + b``); GPT-2's ``Conv1D`` stores ``Wᵀ``."""
+    """``(W, b)`` in column convention (``y = W x + b``); GPT-2's ``Conv1D`` stores ``Wᵀ``.
+
+    The transpose is made contiguous once, so that the per-prompt scaled copies built from ``W`` are
+    contiguous too and the big product needs no further copy.
+    """
     W = module.weight
-    return (W.T if conv1d else W), module.bias
+    return (W.T.contiguous() if conv1d else W), module.bias
 
 
 def _mlp_core(model, blk: nn.Module, N: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,8 +140,9 @@ def _mlp_core(model, blk: nn.Module, N: torch.Tensor) -> tuple[torch.Tensor, tor
         G = N @ mlp.gate_proj.weight.T
         Up = N @ mlp.up_proj.weight.T
         a, da = _act_and_slope(mlp.act_fn, G)
-        K = (da * Up)[:, :, None] * mlp.gate_proj.weight + a[:, :, None] * mlp.up_proj.weight  # (P, d_ff, d)
-        return mlp.down_proj.weight @ K, (a * Up) @ mlp.down_proj.weight.T
+        W_d, W_g, W_u = mlp.down_proj.weight, mlp.gate_proj.weight, mlp.up_proj.weight
+        C = _per_prompt(lambda p: W_d @ ((da[p] * Up[p])[:, None] * W_g + a[p][:, None] * W_u), N)
+        return C, (a * Up) @ W_d.T
     if fam == "bert":
         (W_i, b_i), act, (W_o, b_o) = _linear(blk.intermediate.dense, False), blk.intermediate.intermediate_act_fn, \
             _linear(blk.output.dense, False)
@@ -146,7 +156,17 @@ def _mlp_core(model, blk: nn.Module, N: torch.Tensor) -> tuple[torch.Tensor, tor
     Z = N @ W_i.T + (b_i if b_i is not None else 0)
     a, da = _act_and_slope(act, Z)
     m = a @ W_o.T + (b_o if b_o is not None else 0)
-    return (W_o[None] * da[:, None, :]) @ W_i, m
+    return _per_prompt(lambda p: (W_o * da[p]) @ W_i, N), m
+
+
+def _per_prompt(product, N: torch.Tensor) -> torch.Tensor:
+    """``(P, d, d)`` from one ``(d, d)`` matrix product per prompt: a loop of plain matrix products over
+    contiguous operands, which avoids the ``(P, d, d_ff)`` copies a broadcast batched product makes."""
+    P, d = N.shape
+    C = torch.empty(P, d, d, dtype=N.dtype, device=N.device)
+    for p in range(P):
+        C[p] = product(p)
+    return C
 
 
 def _identity_plus(M: torch.Tensor) -> torch.Tensor:
