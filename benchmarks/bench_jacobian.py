@@ -34,6 +34,7 @@ import torch
 import lib
 from benchmarks import compare, fit_exponent, format_table, sync
 from lib import jacobian as jac
+from lib import jacobian_closed
 
 
 def _random_model(config, device: str = "cpu"):
@@ -108,9 +109,7 @@ def bench_one(model, P: int, t: int = 1, repeats: int = 3) -> dict:
     with torch.no_grad():
         batch = X.repeat_interleave(d, 0)
         floor = min(_timed(lambda: f(batch), device) for _ in range(2))
-    # the closed form's matrix products per prompt: one d × d_ff × d (MLP) and one d × d × d (J_mlp J_attn)
-    flops = P * (2 * d * _d_ff(model) * d + 2 * d**3)
-    achieved = flops / r["time_s"]
+    achieved = jacobian_closed.flops(d, _d_ff(model), P) / r["time_s"]
     rate = matmul_rate(d, _d_ff(model), device)
     return {"size": f"d={d}, P={P}", "d": d, "prompts": P, **r, "max_rel_diff": rel, "autodiff_s": autodiff,
             "gflops": achieved / 1e9, "matmul_gflops": rate / 1e9, "fraction_of_matmul": achieved / rate,

@@ -38,9 +38,16 @@ from torch import nn
 
 from lib.errors import InputError
 
-__all__ = ["DiagLowRank", "attention_affine", "block_jacobians", "norm_jacobian"]
+__all__ = ["DiagLowRank", "attention_affine", "block_jacobians", "flops", "norm_jacobian"]
 
 PARTS: tuple[str, ...] = ("block", "attn", "mlp")
+
+
+def flops(d: int, d_ff: int, prompts: int = 1, layers: int = 1) -> float:
+    """Matrix-product FLOPs of :func:`block_jacobians` for ``prompts × layers`` block Jacobians:
+    ``2 d² d_ff`` (the MLP core) ``+ 2 d³`` (``J_mlp J_attn``) each; the norms' and the attention's
+    terms are ``O(d²)`` and left out."""
+    return float(prompts * layers * (2 * d * d * d_ff + 2 * d**3))
 
 
 def _param(model) -> torch.Tensor:

@@ -232,3 +232,10 @@ def test_cuda_jacobians_stay_on_device(tiny_dir, family):
         J = jac.layer_jacobians(gpu, 1, X.cuda(), method=method)
         assert J.device.type == "cuda"
         assert torch.linalg.norm(J.cpu() - want) / torch.linalg.norm(want) < _tol(family)
+
+
+def test_flop_count_of_the_closed_form():
+    from lib.jacobian_closed import flops
+
+    assert flops(4096, 14336) == 2 * 4096**2 * 14336 + 2 * 4096**3
+    assert flops(8, 16, prompts=3, layers=2) == 6 * (2 * 64 * 16 + 2 * 512)
