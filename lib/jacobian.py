@@ -9,6 +9,16 @@ Protocols:
 * **sub-blocks** [ours]: the attention sub-block ``x ↦ u`` and the MLP sub-block ``u ↦ f`` separately,
   with ``J_l = J_mlp(u) J_attn(x)`` (the chain rule; tested).
 
+Every Jacobian is column convention, ``J[i, j] = ∂f_i/∂x_j``, and comes back as float64. The forward
+passes run in the model's own dtype on the model's own device (CPU or CUDA, same code); means are
+accumulated in float64 on that device.
+
+Batching (``method="autodiff"``): for a batch of prompts ``X`` (P, d), the single-token blocks act on
+each row separately, so ``∂(Σ_p f(x_p))_i / ∂x_{p,j} = J_p[i, j]``. Reverse mode (``jacrev``) therefore
+gets all P Jacobians from d vectorised backward passes over the batch; forward mode (``jvp`` under
+``vmap``) from d vectorised forward passes with the same tangent ``e_j`` for every prompt. Both are
+chunked over prompts and over tangent directions to bound memory.
+
 **Closed form** (``method="closed"``, the default for single-token Jacobians): on one token the
 attention core is affine and every block is norms, ``F = O V``, an elementwise MLP and skips, so
 :mod:`lib.jacobian_closed` forms the Jacobian from those factors without autodiff (exact, not an

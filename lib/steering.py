@@ -564,17 +564,21 @@ def measured_change(before: Sequence[np.ndarray], after: Sequence[np.ndarray], u
             "along_u": float(np.abs(cos).mean())}
 
 
+def _o_edit_projections(edit: SteeringEdit, outputs: Sequence[np.ndarray]) -> np.ndarray:
+    if edit.matrix != "O":
+        raise InputError("this formula holds for the O-edit only; measure a V-edit's change with measured_change")
+    return np.concatenate([o @ edit.w for o in outputs])
+
+
 def matched_strength(edit: SteeringEdit, outputs: Sequence[np.ndarray]) -> float:
-    """``s`` for :func:`activation_addition` matching the eigen-edit's change: mean over tokens of
-    ``‖α u (wᵀ o_i)‖ = α |wᵀ o_i|``, with ``o_i`` from :func:`head_outputs`."""
-    proj = np.concatenate([o @ edit.w for o in outputs])
-    return float(edit.alpha * np.abs(proj).mean())
+    """``s`` for :func:`activation_addition` matching the O-edit's change: mean over tokens of
+    ``‖α u (wᵀ o_i)‖ = α |wᵀ o_i|``, with ``o_i`` from :func:`head_outputs` (O-edit only)."""
+    return float(edit.alpha * np.abs(_o_edit_projections(edit, outputs)).mean())
 
 
 def sign_agreement(edit: SteeringEdit, outputs: Sequence[np.ndarray]) -> float:
-    """Fraction of tokens with ``wᵀ o_i > 0``: those pushed toward ``+u`` (the rest go to ``−u``)."""
-    proj = np.concatenate([o @ edit.w for o in outputs])
-    return float((proj > 0).mean())
+    """Fraction of tokens with ``wᵀ o_i > 0``: those the O-edit pushes toward ``+u`` (the rest go to ``−u``)."""
+    return float((_o_edit_projections(edit, outputs) > 0).mean())
 
 
 # -- measurements ----------------------------------------------------------------------------------

@@ -293,6 +293,8 @@ def test_measured_change_equals_the_analytic_o_edit_change():
     with steering.steer(model, u, 20) as edit:
         after = steering.projection_outputs(model, texts)
     ch = steering.measured_change(before, after, u.vector)
+    with pytest.raises(InputError, match="O-edit only"):
+        steering.matched_strength(steering.prepare_edit(model, u, 20, matrix="V"), outs)
     assert ch["strength"] == pytest.approx(steering.matched_strength(edit, outs), rel=1e-4)
     assert ch["sign_agreement"] == pytest.approx(steering.sign_agreement(edit, outs))
     assert ch["along_u"] > 1 - 1e-5
