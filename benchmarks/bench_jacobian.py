@@ -78,11 +78,6 @@ def _timed(fn, device) -> float:
     return time.perf_counter() - t0
 
 
-def _d_ff(model) -> int:
-    cfg = model.config
-    return int(getattr(cfg, "intermediate_size", None) or getattr(cfg, "n_inner", None) or 4 * model.d_model)
-
-
 def matmul_rate(d: int, d_ff: int, device, dtype=torch.float32) -> float:
     """FLOP/s of the kernel's dominant product, ``(d × d_ff) @ (d_ff × d)``, on ``device`` (best of 3)."""
     A = torch.randn(d, d_ff, device=device, dtype=dtype)
@@ -109,8 +104,8 @@ def bench_one(model, P: int, t: int = 1, repeats: int = 3) -> dict:
     with torch.no_grad():
         batch = X.repeat_interleave(d, 0)
         floor = min(_timed(lambda: f(batch), device) for _ in range(2))
-    achieved = jacobian_closed.flops(d, _d_ff(model), P) / r["time_s"]
-    rate = matmul_rate(d, _d_ff(model), device)
+    achieved = jacobian_closed.flops(d, jac.mlp_width(model), P) / r["time_s"]
+    rate = matmul_rate(d, jac.mlp_width(model), device)
     return {"size": f"d={d}, P={P}", "d": d, "prompts": P, **r, "max_rel_diff": rel, "autodiff_s": autodiff,
             "gflops": achieved / 1e9, "matmul_gflops": rate / 1e9, "fraction_of_matmul": achieved / rate,
             "ratio_to_autodiff": autodiff / r["time_s"], "floor_s": floor, "ratio_to_floor": r["time_s"] / floor,

@@ -35,13 +35,11 @@ WORDPIECE_VOCAB = 30522
 
 def twin_configs() -> dict[str, object]:
     """The paper's configurations by hub id (vocabularies widened to MiniLM's tokenizer where smaller)."""
-    from transformers import AlbertConfig, BertConfig, GPT2Config, GPTNeoConfig
+    from transformers import BertConfig, GPT2Config, GPTNeoConfig
 
     out: dict[str, object] = {}
     for size, hub in zip(("base", "large", "xlarge", "xxlarge"), [m.hub_id for m in rm.PAPER_MODELS[:4]]):
-        h = rm.ALBERT_SIZES[size]["hidden_size"]
-        out[hub] = AlbertConfig(**rm.ALBERT_SIZES[size], embedding_size=128, intermediate_size=4 * h,
-                                vocab_size=WORDPIECE_VOCAB)
+        out[hub] = rm.albert_config(size, vocab_size=WORDPIECE_VOCAB)
     out["google-bert/bert-base-uncased"] = BertConfig()  # 768, 12 layers, 12 heads, 3072
     out["openai-community/gpt2"] = GPT2Config()  # 768, 12 layers, 12 heads, vocab 50257
     out["EleutherAI/gpt-neo-125m"] = GPTNeoConfig(

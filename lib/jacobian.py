@@ -45,6 +45,7 @@ __all__ = [
     "block_fn",
     "in_context_jacobian",
     "last_token_index",
+    "mlp_width",
     "layer_jacobian",
     "layer_jacobians",
     "residual_inputs",
@@ -176,10 +177,15 @@ def available_bytes_for_jacobians(device: torch.device, d: int) -> int:
     return available_bytes(device) // (12 * d * d)
 
 
+def mlp_width(model) -> int:
+    """``d_ff``, the MLP's hidden width (``intermediate_size``, GPT-2's ``n_inner``, else ``4d``)."""
+    cfg = model.config
+    return int(getattr(cfg, "intermediate_size", 0) or getattr(cfg, "n_inner", 0) or 4 * model.d_model)
+
+
 def _auto_chunks(model, P: int, d: int, budget_mb: float) -> tuple[int, int | None]:
     """Prompts per batch and tangent chunk so that the widest activation stays under ``budget_mb``."""
-    cfg = model.config
-    width = max(d, int(getattr(cfg, "intermediate_size", 0) or getattr(cfg, "n_inner", 0) or 4 * d))
+    width = max(d, mlp_width(model))
     bytes_per = torch.finfo(_param(model).dtype).bits // 8
     per_prompt = 6 * d * width * bytes_per / 2**20  # d tangents × a few live (width)-sized activations
     prompts = max(1, min(P, int(budget_mb // max(per_prompt, 1e-9))))

@@ -54,6 +54,7 @@ __all__ = [
     "ModelSpec",
     "PaperModelRun",
     "TwinComparison",
+    "albert_config",
     "albert_config_dir",
     "compare_to_twins",
     "eigen_bases_table",
@@ -141,19 +142,25 @@ def try_load(name: str, **kwargs: Any) -> Any:
 _CONFIG_ROOT: Path | None = None
 
 
-def albert_config_dir(size: str) -> Path:
-    """A folder holding only the ``config.json`` of ALBERT v2 ``size`` (created once per process)."""
-    global _CONFIG_ROOT
+def albert_config(size: str, **overrides: Any):
+    """The ``AlbertConfig`` of ALBERT v2 ``size`` (embedding 128, ``d_ff = 4d``), with ``overrides``."""
     from transformers import AlbertConfig
 
     if size not in ALBERT_SIZES:
         raise ValueError(f"ALBERT size must be one of {sorted(ALBERT_SIZES)}, got {size!r}")
+    h = ALBERT_SIZES[size]["hidden_size"]
+    return AlbertConfig(**{**ALBERT_SIZES[size], "embedding_size": 128, "intermediate_size": 4 * h, **overrides})
+
+
+def albert_config_dir(size: str) -> Path:
+    """A folder holding only the ``config.json`` of ALBERT v2 ``size`` (created once per process)."""
+    global _CONFIG_ROOT
+    config = albert_config(size)  # validates the size
     if _CONFIG_ROOT is None:
         _CONFIG_ROOT = Path(tempfile.mkdtemp(prefix="spectral-book-albert-"))
     folder = _CONFIG_ROOT / f"albert-{size}-v2 config"
     if not (folder / "config.json").is_file():
-        h = ALBERT_SIZES[size]["hidden_size"]
-        AlbertConfig(**ALBERT_SIZES[size], embedding_size=128, intermediate_size=4 * h).save_pretrained(folder)
+        config.save_pretrained(folder)
     return folder
 
 

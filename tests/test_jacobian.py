@@ -239,3 +239,8 @@ def test_flop_count_of_the_closed_form():
 
     assert flops(4096, 14336) == 2 * 4096**2 * 14336 + 2 * 4096**3
     assert flops(8, 16, prompts=3, layers=2) == 6 * (2 * 64 * 16 + 2 * 512)
+
+
+def test_mlp_width_per_family(tiny64):
+    assert jac.mlp_width(tiny64("gpt2")) == 4 * 32  # n_inner unset: 4d
+    assert jac.mlp_width(tiny64("llama")) == 64 and jac.mlp_width(tiny64("bert")) == 64

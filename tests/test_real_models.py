@@ -316,3 +316,10 @@ def test_random_init_twin_of_a_config_folder(tokenized_dir):
     """run_paper_model(random_init=True): the architecture-only twin (what bench_paper_set times)."""
     run = rm.run_paper_model(str(tokenized_dir("bert")), TEXTS, random_init=True, seed=3)
     assert isinstance(run, rm.PaperModelRun) and "random init" in run.label and run.prompts == len(TEXTS)
+
+
+def test_albert_config_sizes_and_overrides():
+    c = rm.albert_config("xxlarge", vocab_size=30522)
+    assert (c.hidden_size, c.intermediate_size, c.embedding_size, c.vocab_size) == (4096, 16384, 128, 30522)
+    with pytest.raises(ValueError, match="ALBERT size"):
+        rm.albert_config("huge")
