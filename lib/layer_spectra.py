@@ -14,6 +14,7 @@ import torch
 
 from lib import spectra
 from lib.errors import InputError
+from lib.parallel import map_matrices
 from lib.plotting import titled
 
 __all__ = ["LayerSpectra", "layer_spectra", "radius_gap_chart", "summary_table"]
@@ -39,7 +40,7 @@ class LayerSpectra:
             raise InputError(f"expected a stack of layer matrices (L, d, d), got shape {F64.shape}")
         self.model = model
         with_condition = F64.shape[-1] <= 1024 if condition is None else condition
-        self.principal = [spectra.principal(F64[t], condition=with_condition) for t in range(F64.shape[0])]
+        self.principal = map_matrices(lambda F_t: spectra.principal(F_t, condition=with_condition), F64)
         self.eigvals = np.stack([p.eigvals for p in self.principal])
         self.table = summary_table(self.eigvals, model).assign(
             residual=[p.residual for p in self.principal],

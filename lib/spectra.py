@@ -25,6 +25,7 @@ import scipy.linalg
 from scipy.special import gammaln
 
 from lib.errors import InputError
+from lib.parallel import map_matrices
 
 TAU_COMPLEX = 1e-8
 """τ_C: relative threshold above which an eigenvalue counts as complex."""
@@ -147,14 +148,22 @@ def _sign_fix(r: np.ndarray) -> np.ndarray:
     return -r if r[i] < 0 else r
 
 
-def eigvals(M: Any) -> np.ndarray:
-    """Sorted eigenvalues of ``M``, shape ``(..., d)``, complex128 (float64 LAPACK)."""
+def eigvals(M: Any, *, workers: int | None = None) -> np.ndarray:
+    """Sorted eigenvalues of ``M``, shape ``(..., d)``, complex128 (float64 LAPACK).
+
+    A stack ``(..., d, d)`` is spread over the cores, one matrix per thread
+    (:func:`lib.parallel.map_matrices`; ``workers`` threads, default one per core); the values
+    are those of a one-thread loop whatever ``workers`` is.
+    """
     A = as_float64(M)
     _check_square(A)
-    lams = np.linalg.eigvals(A)
-    flat = lams.reshape(-1, A.shape[-1])
-    out = np.stack([row[sort_order(row)] for row in flat])
-    return out.reshape(lams.shape)
+    if A.ndim == 2:
+        lams = np.linalg.eigvals(A)
+        return lams[sort_order(lams)]
+    d = A.shape[-1]
+    rows = map_matrices(np.linalg.eigvals, A.reshape(-1, d, d), workers=workers)
+    out = np.stack([row[sort_order(row)] for row in rows]) if rows else np.zeros((0, d), np.complex128)
+    return out.reshape(A.shape[:-1])
 
 
 def eig(M: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -9,7 +9,7 @@ def test_quick_sweep_runs_and_reports_every_step():
     from benchmarks import bench_sweep
 
     row = bench_sweep.run(quick=True, verbose=False)["sweep_llama8b_shaped"]
-    for key in ("build_s", "inputs_s", "jacobians_s", "eigvals_s", "topk8_s", "time_s"):
+    for key in ("build_s", "inputs_s", "jacobians_s", "eigvals_s", "eigvals_device_one_layer_s", "topk8_s", "time_s"):
         assert np.isfinite(row[key]) and row[key] >= 0, key
     assert row["size"] == "L=4, d=256, P=8" and row["device"] == "cpu"
 
