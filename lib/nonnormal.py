@@ -21,7 +21,6 @@ import numpy as np
 import pandas as pd
 import scipy.linalg
 
-from lib.parallel import map_matrices
 from lib.spectra import TAU_COMPLEX, as_float64, eigvals
 
 __all__ = [
@@ -256,22 +255,23 @@ def layer_metrics(Jbar, tau: float = TAU_COMPLEX) -> pd.DataFrame:
     ``spectral_radius`` of ``J̄``, ``erank_J`` (of ``J̄`` itself), ``min_abs_eig``.
     """
     Js = as_float64(Jbar)
-
-    def metrics(J: np.ndarray) -> dict[str, float]:
+    rows = []
+    for l, J in enumerate(Js):
         lam = eigvals(J)
         A = J - np.eye(len(J))
-        return {
-            "f_C": complex_fraction(lam, tau),
-            "delta_H": henrici_rel(J),
-            "r_rot": rotation_fraction(A),
-            "update_norm": float(np.linalg.norm(A)),
-            "spectral_radius": float(np.abs(lam).max()),
-            "erank_J": effective_rank(J),
-            "min_abs_eig": float(np.abs(lam).min()),
-        }
-
-    rows = map_matrices(metrics, Js)  # the layers side by side, one core each
-    return pd.DataFrame([{"layer": l + 1, **r} for l, r in enumerate(rows)])
+        rows.append(
+            {
+                "layer": l + 1,
+                "f_C": complex_fraction(lam, tau),
+                "delta_H": henrici_rel(J),
+                "r_rot": rotation_fraction(A),
+                "update_norm": float(np.linalg.norm(A)),
+                "spectral_radius": float(np.abs(lam).max()),
+                "erank_J": effective_rank(J),
+                "min_abs_eig": float(np.abs(lam).min()),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def ginibre_simulation(d: int, draws: int = 5, seed: int = 0) -> dict[str, float]:

@@ -3,15 +3,15 @@
 A loop of ``np.linalg.eig`` over the layers of a model leaves most of a many-core machine idle:
 LAPACK's nonsymmetric eigensolver (Hessenberg reduction, then the QR sweeps) gains little from
 a multithreaded BLAS. NumPy releases the GIL inside its LAPACK calls, so the matrices of a stack
-can instead be handled side by side, one matrix per thread with BLAS pinned to one thread each.
-Measured (``tests/test_parallel.py`` checks the values; ``benchmarks/RESULTS.md`` the times): on
-2 cores, 4 matrices of ``d = 1024`` took 1.41 s in two threads against 2.69 s one after another
-and 2.49 s for one call with a 2-thread BLAS.
+can instead be handled side by side, one matrix per thread with BLAS pinned to one thread each
+(``benchmarks/RESULTS.md``, row ``eigvals_stack_d1024``: 1.7× on 2 cores against a loop whose
+BLAS may use both; ``tests/test_parallel.py`` checks the values and the threads).
 
 Each matrix is computed exactly as in a one-thread serial loop, so the results are bitwise
 identical to that loop and do not depend on the number of workers (``threadpoolctl``, a
 requirement, pins the BLAS threads; without it the map runs as a plain loop). Only functions that spend
-their time in NumPy's LAPACK gain; SciPy's LAPACK wrappers hold the GIL and run one at a time.
+their time in NumPy's LAPACK gain; SciPy's LAPACK wrappers hold the GIL and run one at a time
+(which is why chapter 4's per-layer metrics, built on SciPy's Schur form, stay a plain loop).
 """
 
 from __future__ import annotations
