@@ -7,6 +7,7 @@ Every figure in the book says which model made it: pass ``model=`` (a model labe
 from __future__ import annotations
 
 import os
+import textwrap
 import uuid
 from collections.abc import Sequence
 from functools import cache
@@ -15,7 +16,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-__all__ = ["OFFLINE_RENDERER", "configure_renderer", "eigenvalue_chart", "titled", "unit_circle", "vega_bundle_script"]
+__all__ = ["BOOK_THEME", "OFFLINE_RENDERER", "SUBTITLE_CHARS", "configure_renderer", "eigenvalue_chart", "titled",
+           "unit_circle", "vega_bundle_script"]
 
 BOOK_BUILD_ENV = "SPECTRAL_BOOK_BUILD"
 OFFLINE_RENDERER = "spectral-offline"
@@ -74,6 +76,19 @@ class _OfflineHtmlRenderer:
 
 alt.renderers.register(OFFLINE_RENDERER, _OfflineHtmlRenderer())
 
+BOOK_THEME = "spectral-book"
+SUBTITLE_CHARS = 96
+"""Subtitle lines are wrapped at this many characters (about 560 px at Vega's 11 px subtitle font), so
+that a long list of models cannot widen a chart beyond the page's text column."""
+
+
+@alt.theme.register(BOOK_THEME, enable=True)
+def _book_theme() -> alt.theme.ThemeConfig:
+    """Vega-Lite's defaults, except that labels naming models are never cut short: legend labels
+    have no length limit (Vega's default of 160 px cut "… (random init, seed 1)" to "… (random init,
+    se…", so the seeds were indistinguishable) and axis labels get 320 px instead of 180."""
+    return {"config": {"legend": {"labelLimit": 0}, "axis": {"labelLimit": 320}}}
+
 
 def configure_renderer() -> str:
     """Choose Altair's renderer for where the code runs, and return its name.
@@ -89,8 +104,13 @@ def configure_renderer() -> str:
 
 
 def titled(chart: alt.TopLevelMixin, title: str, model: str) -> alt.TopLevelMixin:
-    """Give ``chart`` a title and a subtitle naming the model that produced it."""
-    return chart.properties(title=alt.TitleParams(title, subtitle=[f"model: {model}"], anchor="start"))
+    """Give ``chart`` a title and a subtitle naming the model that produced it.
+
+    The subtitle is wrapped at word boundaries into lines of at most :data:`SUBTITLE_CHARS`
+    characters (a chart comparing several models names them all).
+    """
+    lines = textwrap.wrap(f"model: {model}", SUBTITLE_CHARS, break_on_hyphens=False) or ["model:"]
+    return chart.properties(title=alt.TitleParams(title, subtitle=lines, anchor="start"))
 
 
 def unit_circle(radius: float = 1.0, n: int = 256) -> pd.DataFrame:
@@ -106,7 +126,7 @@ def eigenvalue_chart(
     layer_labels: Sequence[str] | None = None,
     normalize: bool = True,
     title: str = "Eigenvalues of F_t = O_t V_t",
-    width: int = 190,
+    width: int = 184,
     height: int = 190,
     columns: int = 3,
 ) -> alt.TopLevelMixin:

@@ -20,6 +20,7 @@ Provenance: the edit, the choice of ``w`` and of α, and the simplified layer ar
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -297,6 +298,10 @@ def fluency_chart(df: pd.DataFrame, *, model: str, title: str, y_title: str, log
     return titled(chart, title, model)
 
 
+TEXT_CHARS = 84
+"""Characters per line of the lab's output text (12 px font in a 560 px panel)."""
+
+
 def _panels(curves: pd.DataFrame, eigs: pd.DataFrame, texts: pd.DataFrame, *, where: str | None, params: tuple,
             n_layers: int, baseline: float) -> alt.TopLevelMixin:
     """Alignment-vs-depth lines, the eigenvalues of F_L' (symlog axes, divided by |λ₁(F_L)|), and the output text."""
@@ -322,8 +327,11 @@ def _panels(curves: pd.DataFrame, eigs: pd.DataFrame, texts: pd.DataFrame, *, wh
         color=alt.condition("datum.k == 0", alt.value("#d62728"), alt.value("#1f77b4")),
         tooltip=[alt.Tooltip("re:Q", format=".3f"), alt.Tooltip("im:Q", format=".3f")],
     ).properties(width=240, height=220)
-    text = base(texts).mark_text(align="left", fontSize=12, limit=620).encode(
-        text="text:N", x=alt.value(0), y=alt.value(8)).properties(width=560, height=18)
+    # The output line is wrapped (TEXT_CHARS per line) rather than cut at the panel's edge.
+    texts = texts.assign(text=["\n".join(textwrap.wrap(str(t), TEXT_CHARS)) for t in texts["text"]])
+    n_lines = max([t.count("\n") + 1 for t in texts["text"]] or [1])
+    text = base(texts).mark_text(align="left", baseline="top", fontSize=12, lineBreak="\n", lineHeight=16).encode(
+        text="text:N", x=alt.value(0), y=alt.value(0)).properties(width=560, height=16 * n_lines)
     return alt.vconcat(alt.hconcat(left, right), text)
 
 

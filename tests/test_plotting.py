@@ -78,3 +78,16 @@ def test_progress_bars_are_silent_in_the_book_build(monkeypatch, capsys):
     import tqdm.auto
 
     assert isinstance(progress(range(3), disable=True), tqdm.auto.tqdm)
+
+
+def test_long_subtitles_wrap_and_model_labels_are_never_cut():
+    models = ", ".join(f"all-MiniLM-L6-v2 (random init, seed {s})" for s in range(4))
+    chart = plotting.titled(alt.Chart(pd.DataFrame({"x": [1]})).mark_point().encode(x="x:Q"), "T", models)
+    spec = chart.to_dict()
+    lines = spec["title"]["subtitle"]
+    assert len(lines) > 1 and all(len(line) <= plotting.SUBTITLE_CHARS for line in lines)
+    assert " ".join(lines) == f"model: {models}"
+    short = plotting.titled(alt.Chart(pd.DataFrame({"x": [1]})).mark_point(), "T", "toy")
+    assert short.to_dict()["title"]["subtitle"] == ["model: toy"]
+    assert alt.theme.active == plotting.BOOK_THEME
+    assert spec["config"]["legend"]["labelLimit"] == 0 and spec["config"]["axis"]["labelLimit"] >= 300

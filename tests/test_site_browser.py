@@ -1,8 +1,8 @@
 """The built site as a reader sees it, in headless Chromium (Debian's, never a downloaded browser).
 
 For every page of the table of contents: no request leaves 127.0.0.1, no console error, every chart
-container holds a rendered SVG or canvas, every Altair slider changes its chart, math is typeset, and
-no output shows a traceback. A full-page screenshot of each page is saved in ``test-artifacts/``.
+container holds a rendered SVG or canvas with no label cut short and no wider than the article
+column, every Altair slider changes its chart, math is typeset, and no output shows a traceback. A full-page screenshot of each page is saved in ``test-artifacts/``.
 """
 
 from __future__ import annotations
@@ -59,6 +59,19 @@ def test_page_in_browser(browser, site_url, page_name):
         "[...document.querySelectorAll('.vega-embed')].filter(e => e.querySelector('svg, canvas')).length"
     )
     assert n_rendered == n_charts, f"{page_name}: {n_charts - n_rendered} of {n_charts} charts did not render"
+
+    # charts: no label cut short (Vega ends a truncated text with "…" right after a character; a
+    # deliberate ", …" in a label is fine) and no chart wider than the article column
+    cut = page.evaluate(
+        "[...document.querySelectorAll('.vega-embed svg text')].map(t => t.textContent).filter(s => /[^\\s,]…$/.test(s))"
+    )
+    assert not cut, f"{page_name}: chart texts cut short: {cut[:3]}"
+    too_wide = page.evaluate(
+        """(() => { const w = document.querySelector('article').clientWidth;
+             return [...document.querySelectorAll('.vega-embed')].map(e => e.querySelector('svg, canvas'))
+               .map(s => Math.round(s.getBoundingClientRect().width)).filter(x => x > w); })()"""
+    )
+    assert not too_wide, f"{page_name}: charts wider than the article column: {too_wide} px"
 
     # sliders: each Altair range input changes the markup of its chart
     sliders = page.evaluate(

@@ -344,3 +344,22 @@ def test_widget_lab_builds_and_the_matrix_toggle_reruns(capsys):
     capsys.readouterr()
     toggle.value = "V"
     assert "V-edit" in capsys.readouterr().out
+
+
+def test_lab_output_text_is_wrapped_not_cut():
+    """The lab's output line (nearest tokens or a continuation) wraps inside its panel."""
+    import pandas as pd
+
+    from lib import steering_lab
+
+    long = "nearest tokens: " + " ".join(["wonders familiar experience stuff"] * 6) + " · cos(sentence, u) = +0.12"
+    curves = pd.DataFrame({"depth": [0, 1], "alignment": [0.1, 0.2], "series": ["real", "real"]})
+    eigs = pd.DataFrame({"re": [1.0], "im": [0.0], "k": [0]})
+    spec = steering_lab._panels(curves, eigs, pd.DataFrame({"text": [long]}), where=None, params=(),
+                                n_layers=1, baseline=0.1).to_dict()
+    panel = spec["vconcat"][1]
+    text = spec["datasets"][panel["data"]["name"]][0]["text"]
+    lines = text.split("\n")
+    assert len(lines) > 1 and all(len(line) <= steering_lab.TEXT_CHARS for line in lines)
+    assert " ".join(lines) == long
+    assert panel["mark"]["lineBreak"] == "\n" and panel["height"] >= 16 * len(lines)
