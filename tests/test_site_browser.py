@@ -2,7 +2,8 @@
 
 For every page of the table of contents: no request leaves 127.0.0.1, no console error, every chart
 container holds a rendered SVG or canvas with no label cut short and no wider than the article
-column, every Altair slider changes its chart, math is typeset, and no output shows a traceback. A full-page screenshot of each page is saved in ``test-artifacts/``.
+column, no output table hides columns behind a horizontal scroll, every Altair slider changes its
+chart, math is typeset, and no output shows a traceback. A full-page screenshot of each page is saved in ``test-artifacts/``.
 """
 
 from __future__ import annotations
@@ -72,6 +73,13 @@ def test_page_in_browser(browser, site_url, page_name):
                .map(s => Math.round(s.getBoundingClientRect().width)).filter(x => x > w); })()"""
     )
     assert not too_wide, f"{page_name}: charts wider than the article column: {too_wide} px"
+    # output tables fit their cell (no last columns hidden behind a horizontal scroll)
+    wide_tables = page.evaluate(
+        """[...document.querySelectorAll('article .cell_output table')]
+             .filter(t => t.scrollWidth > t.parentElement.clientWidth + 1)
+             .map(t => [t.scrollWidth, t.parentElement.clientWidth, t.innerText.slice(0, 40)])"""
+    )
+    assert not wide_tables, f"{page_name}: output tables wider than the column: {wide_tables}"
 
     # sliders: each Altair range input changes the markup of its chart
     sliders = page.evaluate(

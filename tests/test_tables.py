@@ -1,0 +1,34 @@
+"""``lib.tables.page_table``: column names that may wrap, a DataFrame's numbers rounded, data untouched."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from lib.tables import BREAK, breakable, page_table
+
+
+def test_column_names_get_a_break_opportunity_after_each_underscore():
+    assert breakable("final_real_actadd") == f"final_{BREAK}real_{BREAK}actadd"
+    assert breakable(3) == "3"
+    df = pd.DataFrame({"spectral_alignment": [0.5], "direction": ["word: ocean"]})
+    html = page_table(df).to_html()
+    assert f"spectral_{BREAK}alignment" in html and "word: ocean" in html
+    assert list(df.columns) == ["spectral_alignment", "direction"]  # the data keep their names
+
+
+def test_dataframe_numbers_rounded_without_trailing_zeros_and_index_hidden():
+    df = pd.DataFrame({"alpha": [0.0, 1000.0], "c": [np.nan, 0.99951], "rank": [154.5, 1.0], "label": ["a", "b"]},
+                      index=["row_one", "row_two"])
+    html = page_table(df).to_html()
+    for shown in (">0<", ">1000<", ">–<", ">1<", ">154.5<", ">a<"):
+        assert shown in html, shown
+    assert ">0.9995<" not in html and "row_one" not in html
+    assert "row_" in page_table(df, index=True).to_html()
+    assert "1000.000000" in page_table(df, precision=None).to_html()
+
+
+def test_a_styler_keeps_its_own_formats_and_multiindex_columns_wrap():
+    df = pd.DataFrame([[1.23456, 2.0]], columns=pd.MultiIndex.from_tuples([("delta_H", "as_measured"), ("r_rot", "x")]))
+    html = page_table(df.style.format("{:.1f}")).to_html()
+    assert ">1.2<" in html and f"delta_{BREAK}H" in html and f"as_{BREAK}measured" in html
