@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
 from threadpoolctl import threadpool_limits
 
 from benchmarks import compare, fit_exponent, format_table

@@ -9,9 +9,9 @@ BLAS may use both; ``tests/test_parallel.py`` checks the values and the threads)
 
 Each matrix is computed exactly as in a one-thread serial loop, so the results are bitwise
 identical to that loop and do not depend on the number of workers (``threadpoolctl``, a
-requirement, pins the BLAS threads; without it the map runs as a plain loop). Only functions that spend
-their time in NumPy's LAPACK gain; SciPy's LAPACK wrappers hold the GIL and run one at a time
-(which is why chapter 4's per-layer metrics, built on SciPy's Schur form, stay a plain loop).
+requirement, pins the BLAS threads; without it the map runs as a plain loop). Only functions that
+spend their time in NumPy's LAPACK gain; SciPy's LAPACK wrappers hold the GIL and run one at a
+time (which is why chapter 4's per-layer metrics, built on SciPy's Schur form, stay a plain loop).
 """
 
 from __future__ import annotations

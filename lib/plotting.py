@@ -109,7 +109,7 @@ def titled(chart: alt.TopLevelMixin, title: str, model: str) -> alt.TopLevelMixi
     The subtitle is wrapped at word boundaries into lines of at most :data:`SUBTITLE_CHARS`
     characters (a chart comparing several models names them all).
     """
-    lines = textwrap.wrap(f"model: {model}", SUBTITLE_CHARS, break_on_hyphens=False) or ["model:"]
+    lines = textwrap.wrap(f"model: {model}", SUBTITLE_CHARS, break_on_hyphens=False)
     return chart.properties(title=alt.TitleParams(title, subtitle=lines, anchor="start"))
 
 
