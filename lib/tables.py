@@ -10,6 +10,7 @@ numbers. The book's style sheet (``book/_static/tables.css``) sets output tables
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler
 
@@ -29,9 +30,10 @@ def page_table(data: pd.DataFrame | Styler, precision: int | None = 3, *, index:
 
     Args:
         data: a DataFrame, or a Styler whose formats (and hidden index) are kept as they are.
-        precision: a DataFrame's numbers are rounded to this many decimals and shown without
-            trailing zeros (``1000``, ``0.25``, ``0.997``; missing values as ``–``); ``None``
-            keeps pandas' default format. Ignored for a Styler, which brings its own formats.
+        precision: decimals for a DataFrame's numbers, the same for a whole column (``0.740``,
+            ``1.000``), except that a column of whole numbers shows none (``0``, ``1000``);
+            missing values show as ``–``. ``None`` keeps pandas' default format. Ignored for a
+            Styler, which brings its own formats.
         index: show a DataFrame's row index (a Styler decides that itself).
 
     Returns:
@@ -43,8 +45,15 @@ def page_table(data: pd.DataFrame | Styler, precision: int | None = 3, *, index:
         if precision is None:
             sty = data.style
         else:
-            numbers = data.select_dtypes("number").columns
-            sty = data.round(precision).style.format("{:g}", subset=numbers, na_rep="–")
+            formats = {c: f"{{:.{_decimals(data[c], precision)}f}}" for c in data.select_dtypes("number").columns}
+            sty = data.style.format(formats, na_rep="–")
         if not index:
             sty = sty.hide(axis="index")
     return sty.format_index(breakable, axis="columns")
+
+
+def _decimals(column: pd.Series, precision: int) -> int:
+    """``0`` for a column of whole numbers (``α = 0, 1, …, 1000``), else ``precision``."""
+    v = column.to_numpy(dtype=float)
+    v = v[np.isfinite(v)]
+    return 0 if np.array_equal(v, np.round(v)) else precision

@@ -17,11 +17,11 @@ def test_column_names_get_a_break_opportunity_after_each_underscore():
     assert list(df.columns) == ["spectral_alignment", "direction"]  # the data keep their names
 
 
-def test_dataframe_numbers_rounded_without_trailing_zeros_and_index_hidden():
-    df = pd.DataFrame({"alpha": [0.0, 1000.0], "c": [np.nan, 0.99951], "rank": [154.5, 1.0], "label": ["a", "b"]},
-                      index=["row_one", "row_two"])
+def test_dataframe_numbers_get_the_decimals_their_column_needs_and_index_hidden():
+    df = pd.DataFrame({"alpha": [0.0, 1000.0], "c": [np.nan, 0.99951], "rank": [154.5, 1.0],
+                       "align": [0.74, 0.99996], "label": ["a", "b"]}, index=["row_one", "row_two"])
     html = page_table(df).to_html()
-    for shown in (">0<", ">1000<", ">–<", ">1<", ">154.5<", ">a<"):
+    for shown in (">0<", ">1000<", ">–<", ">1.000<", ">154.500<", ">0.740<", ">a<"):
         assert shown in html, shown
     assert ">0.9995<" not in html and "row_one" not in html
     assert "row_" in page_table(df, index=True).to_html()
