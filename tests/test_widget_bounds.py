@@ -53,3 +53,16 @@ def test_steering_alpha_and_direction_checks(minilm):
     with pytest.raises(ValueError):
         with steering.steer(minilm, np.ones(3), 10.0):
             pass
+
+
+def test_widget_explorer_builds_and_redraws_on_a_slider(monkeypatch):
+    """The JupyterLab explorer panel (the book build does not execute its cell): it builds without a
+    kernel, and moving a slider re-runs the simulator with the new value."""
+    seen = []
+    real_run = explorer.explore_run
+    monkeypatch.setattr(explorer, "explore_run", lambda **kw: seen.append(kw) or real_run(**kw, steps=3))
+    box = explorer.widget_explorer()
+    gap = box.children[0].children[0]
+    assert gap.description == "gap" and seen[-1]["gap"] == gap.value
+    gap.value = 0.9
+    assert len(seen) == 2 and seen[-1]["gap"] == 0.9
