@@ -60,7 +60,7 @@ def depth_chart(
     line = alt.Chart().mark_line(point=True).encode(
         x=alt.X("depth:Q", title="relative depth (l+1)/L", scale=alt.Scale(domain=[0, 1])),
         y=alt.Y(f"{value}:Q", title=y_title, scale=scale),
-        color=alt.Color("series:N", title=None),
+        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom")),
         tooltip=["series:N", "layer:Q", alt.Tooltip(f"{value}:Q", format=".3f")],
     )
     layers = [line]
@@ -85,8 +85,9 @@ def funnel_chart(df: pd.DataFrame, *, title: str, model: str, log_y: bool = True
         .encode(
             x=alt.X("blocks:Q", title="blocks multiplied (l)", axis=alt.Axis(tickMinStep=1)),
             y=y,
-            color=alt.Color("variant:N", title=None),
-            strokeDash=alt.StrokeDash("variant:N", legend=None),
+            # one legend for both channels (a legend=None on either would hide it for both)
+            color=alt.Color("variant:N", title=None, legend=alt.Legend(orient="bottom", columns=2, symbolType="stroke", symbolStrokeWidth=2)),
+            strokeDash=alt.StrokeDash("variant:N", title=None),
             tooltip=["model:N", "variant:N", "blocks:Q", alt.Tooltip("erank:Q", format=".1f")],
         )
         .properties(width=260, height=220)
@@ -154,11 +155,11 @@ def coupling_chart(df: pd.DataFrame, *, title: str, model: str) -> alt.TopLevelM
     base = alt.Chart(df).encode(
         x=alt.X("depth:Q", title="relative depth (l+1)/L", scale=alt.Scale(domain=[0, 1])),
         y=alt.Y("r_s:Q", title="r_S (participation vs log gain)"),
-        color=alt.Color("series:N", title=None),
+        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom")),
     )
     pts = base.mark_point(size=70, filled=True).encode(
         shape=alt.Shape("significant:N", scale=alt.Scale(domain=["q < 0.05", "n.s."], range=["circle", "cross"]),
-                        title="BH, null (a)"),
+                        title="BH, null (a)", legend=alt.Legend(orient="bottom")),
         tooltip=["series:N", "layer:Q", alt.Tooltip("r_s:Q", format=".3f"), alt.Tooltip("q:Q", format=".3g"),
                  alt.Tooltip("p_relabel:Q", format=".3g")],
     )

@@ -17,7 +17,12 @@ from lib.errors import InputError
 from lib.parallel import map_matrices
 from lib.plotting import titled
 
-__all__ = ["LayerSpectra", "layer_spectra", "radius_gap_chart", "summary_table"]
+__all__ = ["TABLE_FORMAT", "LayerSpectra", "layer_spectra", "radius_gap_chart", "summary_table"]
+
+TABLE_FORMAT = {"spectral_radius": "{:.4f}", "gap_ratio": "{:.4f}", "abs_gap": "{:.4f}", "residual": "{:.1e}",
+                "condition": "{:.2f}", "frobenius": "{:.2f}"}
+"""How the book shows :attr:`LayerSpectra.table` (a pandas ``Styler.format`` dict): four decimals for
+the spectrum, residuals in scientific notation, two decimals for κ(λ₁) and ``‖F‖_F``."""
 
 
 class LayerSpectra:
@@ -98,10 +103,10 @@ def radius_gap_chart(spectra_list: Sequence[LayerSpectra], *, title: str | None 
         color=alt.Color("model:N", legend=alt.Legend(orient="bottom", columns=1)),
     )
     lines = base.mark_line(point=False) + base.mark_point(filled=True, size=60).encode(
-        shape=alt.Shape("lambda1_complex:N", title="λ₁ complex?"),
+        shape=alt.Shape("lambda1_complex:N", title="λ₁ complex?", legend=alt.Legend(orient="bottom")),
         tooltip=["model:N", "layer:O", alt.Tooltip("value:Q", format=".4f"), "lambda1_complex:N"],
     )
-    chart = lines.properties(width=260, height=200).facet(
+    chart = lines.properties(width=250, height=200).facet(
         column=alt.Column("quantity:N", title=None)
     ).resolve_scale(y="independent")
     models = ", ".join(s.model for s in spectra_list)

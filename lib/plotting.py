@@ -86,8 +86,9 @@ that a long list of models cannot widen a chart beyond the page's text column.""
 def _book_theme() -> alt.theme.ThemeConfig:
     """Vega-Lite's defaults, except that labels naming models are never cut short: legend labels
     have no length limit (Vega's default of 160 px cut "… (random init, seed 1)" to "… (random init,
-    se…", so the seeds were indistinguishable) and axis labels get 320 px instead of 180."""
-    return {"config": {"legend": {"labelLimit": 0}, "axis": {"labelLimit": 320}}}
+    se…", so the seeds were indistinguishable), axis labels get 320 px instead of 180, and the labels of
+    a discrete x axis (layer numbers, head counts: all short) stand upright instead of turned 90°."""
+    return {"config": {"legend": {"labelLimit": 0}, "axis": {"labelLimit": 320}, "axisXDiscrete": {"labelAngle": 0}}}
 
 
 def configure_renderer() -> str:
@@ -126,8 +127,8 @@ def eigenvalue_chart(
     layer_labels: Sequence[str] | None = None,
     normalize: bool = True,
     title: str = "Eigenvalues of F_t = O_t V_t",
-    width: int = 184,
-    height: int = 190,
+    width: int = 172,
+    height: int = 178,
     columns: int = 3,
 ) -> alt.TopLevelMixin:
     """Eigenvalue clouds in the complex plane, one small panel per layer.
@@ -137,7 +138,7 @@ def eigenvalue_chart(
         model: label of the model, shown in the subtitle.
         layer_labels: one label per row (default ``"layer 1"`` … ``"layer L"``, 1-based).
         normalize: divide each layer's eigenvalues by its spectral radius, so that every panel shows
-            the unit circle and ``λ_1`` sits on it.
+            the unit circle and ``λ_1`` sits on it. Without it every panel has its own axes.
     """
     eigvals = np.atleast_2d(np.asarray(eigvals, dtype=np.complex128))
     L, d = eigvals.shape
@@ -178,6 +179,7 @@ def eigenvalue_chart(
                 "kind:N",
                 scale=alt.Scale(domain=["λ₁", "complex", "real"], range=["#d62728", "#1f77b4", "#ff7f0e"]),
                 title="eigenvalue",
+                legend=alt.Legend(orient="bottom", direction="horizontal"),
             ),
             size=alt.condition("datum.kind == 'λ₁'", alt.value(70), alt.value(14)),
             tooltip=[
@@ -199,4 +201,6 @@ def eigenvalue_chart(
         .properties(width=width, height=height)
         .facet(facet=alt.Facet("layer:N", sort=labels, title=None), columns=columns)
     )
+    if not normalize:  # radii can differ by orders of magnitude: each panel gets its own axes
+        chart = chart.resolve_scale(x="independent", y="independent")
     return titled(chart, title, model)

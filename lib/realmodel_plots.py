@@ -31,7 +31,8 @@ def _ci_panel(
         tooltip=["variant:N", "layer:O", alt.Tooltip(f"{metric}:Q", format=".4f"),
                  alt.Tooltip(f"{metric}_lo:Q", format=".4f"), alt.Tooltip(f"{metric}_hi:Q", format=".4f")],
     )
-    bars = base.mark_errorbar(ticks=True).encode(y=f"{metric}_lo:Q", y2=f"{metric}_hi:Q")
+    # The same y title on every layer that has one: Vega-Lite joins different titles ("gamma_lo, γ_t = …").
+    bars = base.mark_errorbar(ticks={"size": 9}).encode(y=alt.Y(f"{metric}_lo:Q", title=title), y2=f"{metric}_hi:Q")
     rule_df = pd.DataFrame({"y": [reference], "what": [ref_label]})
     rule = alt.Chart(rule_df).mark_rule(strokeDash=[5, 4], color="black").encode(
         y="y:Q", tooltip=["what:N", alt.Tooltip("y:Q", format=".4f")]
@@ -68,7 +69,7 @@ def gamma_rho_chart(
 
 def convergence_chart(
     df: pd.DataFrame, *, model: str, baseline: float,
-    title: str = "Iterating one shared layer: distance to the principal direction", width: int = 270, height: int = 210,
+    title: str = "Iterating one shared layer: distance to the principal direction", width: int = 255, height: int = 210,
 ) -> alt.TopLevelMixin:
     """Left: mean alignment with each target against the step, with a bootstrap band, and ``b_d``.
     Right: mean ``sin ∠`` (log scale, solid) against the power-method rate ``C·r^t`` (dashed).
@@ -134,5 +135,6 @@ def spectrum_summary_chart(
         tooltip=["row:N", "lambda1:N", alt.Tooltip("gap_ratio:Q", format=".4f"), alt.Tooltip("spectral_radius:Q", format=".4f")],
     )
     gap = base.mark_point(filled=True, size=70).encode(x=alt.X("gap_ratio:Q", title="|λ_next| / |λ₁|", scale=alt.Scale(zero=False)))
-    rad = base.mark_point(filled=True, size=70).encode(x=alt.X("spectral_radius:Q", title="|λ₁|", scale=alt.Scale(type="log")))
+    rad = base.mark_point(filled=True, size=70).encode(x=alt.X("spectral_radius:Q", title="|λ₁|", scale=alt.Scale(type="log")),
+                                                       y=alt.Y("row:N", title=None, sort=list(df["row"]), axis=alt.Axis(labels=False, ticks=False)))
     return titled(alt.hconcat(gap.properties(width=width, height=height), rad.properties(width=width, height=height)), title, model)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-__all__ = ["BREAK", "breakable", "page_table"]
+__all__ = ["BREAK", "breakable", "page_table", "value_range"]
 
 BREAK = "\u200b"
 """Zero-width space: a line-break opportunity that renders as nothing."""
@@ -57,3 +57,17 @@ def _decimals(column: pd.Series, precision: int) -> int:
     v = column.to_numpy(dtype=float)
     v = v[np.isfinite(v)]
     return 0 if np.array_equal(v, np.round(v)) else precision
+
+
+def value_range(values: object, fmt: str = ".2f") -> str:
+    """The range of ``values`` for the prose, ``"0.92–0.94"``; one number when both ends print alike.
+
+    A range whose ends round to the same text ("0.95–0.95") reads like a typo; it is shown as
+    ``"0.95"``. NaNs are ignored; an empty or all-NaN input raises ``ValueError``.
+    """
+    arr = np.asarray(values, dtype=float).ravel()
+    arr = arr[~np.isnan(arr)]
+    if arr.size == 0:
+        raise ValueError("value_range needs at least one number")
+    lo, hi = format(arr.min(), fmt), format(arr.max(), fmt)
+    return lo if lo == hi else f"{lo}–{hi}"

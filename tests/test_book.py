@@ -55,3 +55,60 @@ def test_execution_table_reports_every_notebook_within_budget(built_site):
         row = seen[page]
         assert row[status_i] in ("✅", "ok", "OK"), (page, row)
         assert float(row[time_i]) < SLACK * BUDGET_S.get(page, 60), (page, row[time_i], BUDGET_S.get(page, 60))
+
+
+@pytest.mark.parametrize("page", [p for p in toc_pages() if is_notebook(ROOT / f"{p}.md")])
+def test_no_glued_value_shows_as_a_stray_output(built_site, page):
+    """A value glued for the prose (``glue(name, value)`` without ``display=False``) in a cell the reader
+    sees also prints as a bare output box ("220", "4", ...) with nothing to say what it is."""
+    import jupytext
+
+    nb = jupytext.read(built_site.parent / "jupyter_execute" / f"{page}.ipynb")
+    stray = [
+        (i, o["metadata"]["scrapbook"].get("name"))
+        for i, cell in enumerate(nb.cells)
+        if cell.cell_type == "code" and not {"remove-cell", "remove-output"} & set(cell.metadata.get("tags", []))
+        for o in cell.get("outputs", [])
+        if "scrapbook" in o.get("metadata", {})
+    ]
+    assert not stray, f"{page}: glued values shown as outputs (cell, name): {stray}"
+
+
+def _chart_specs(notebook) -> list[dict]:
+    """The Vega-Lite spec of every Altair chart in an executed notebook (Altair's HTML output ends
+    with ``})(<spec>, <embed options>);``)."""
+    import json
+
+    specs = []
+    for cell in notebook.cells:
+        for out in cell.get("outputs", []):
+            html = out.get("data", {}).get("text/html", "")
+            html = "".join(html) if isinstance(html, list) else html
+            if "altair-viz" in html:
+                specs.append(json.JSONDecoder().raw_decode(html[html.rfind("})(") + 3:])[0])
+    return specs
+
+
+def _has(obj, pred) -> bool:
+    if isinstance(obj, dict):
+        return pred(obj) or any(_has(v, pred) for v in obj.values())
+    if isinstance(obj, list):
+        return any(_has(v, pred) for v in obj)
+    return False
+
+
+@pytest.mark.parametrize("page", [p for p in toc_pages() if is_notebook(ROOT / f"{p}.md")])
+def test_every_chart_with_categories_has_a_legend(built_site, page):
+    """A chart that colours its marks by a category shows a legend (compiled by Vega-Lite, as the
+    browser does). The funnel's six curves once had none: ``legend=None`` on the stroke-dash channel
+    of the same field removed the merged legend of both channels."""
+    import jupytext
+    import vl_convert as vlc
+
+    nb = jupytext.read(built_site.parent / "jupyter_execute" / f"{page}.ipynb")
+    for i, spec in enumerate(_chart_specs(nb)):
+        categorical = _has(spec, lambda d: isinstance(d.get("color"), dict) and d["color"].get("type") in ("nominal", "ordinal")
+                           and "field" in d["color"])
+        if categorical:
+            vega = vlc.vegalite_to_vega(spec)
+            assert _has(vega, lambda d: bool(d.get("legends"))), f"{page}: chart {i} colours by a category but has no legend"

@@ -42,6 +42,9 @@ def test_eigenvalue_chart_names_its_model():
     lams = np.array([[2.0, 1 + 1j, 1 - 1j, 0.1], [1.0, -0.5, 0.2, 0.0]])
     spec = plotting.eigenvalue_chart(lams, model="toy model").to_dict()
     assert spec["title"]["subtitle"] == ["model: toy model"]
+    assert "resolve" not in spec  # normalized: one unit circle, shared axes
+    raw = plotting.eigenvalue_chart(lams, model="toy model", normalize=False).to_dict()
+    assert raw["resolve"]["scale"] == {"x": "independent", "y": "independent"}
 
 
 @pytest.mark.browser

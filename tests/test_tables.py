@@ -1,9 +1,10 @@
-"""``lib.tables.page_table``: column names that may wrap, a DataFrame's numbers rounded, data untouched."""
+"""``lib.tables``: column names that may wrap, a DataFrame's numbers rounded, data untouched; ranges for the prose."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from lib.tables import BREAK, breakable, page_table
 
@@ -32,3 +33,14 @@ def test_a_styler_keeps_its_own_formats_and_multiindex_columns_wrap():
     df = pd.DataFrame([[1.23456, 2.0]], columns=pd.MultiIndex.from_tuples([("delta_H", "as_measured"), ("r_rot", "x")]))
     html = page_table(df.style.format("{:.1f}")).to_html()
     assert ">1.2<" in html and f"delta_{BREAK}H" in html and f"as_{BREAK}measured" in html
+
+
+def test_value_range_is_one_number_when_the_ends_print_alike():
+    from lib.tables import value_range
+
+    assert value_range([0.921, 0.944, 0.93]) == "0.92–0.94"
+    assert value_range([0.9512, 0.9549]) == "0.95"  # not "0.95–0.95"
+    assert value_range(np.array([[4.61, np.nan], [4.64, 4.6]]), ".1f") == "4.6"
+    assert value_range([0.1546, 0.166], ".3f") == "0.155–0.166"
+    with pytest.raises(ValueError):
+        value_range([np.nan])
