@@ -152,7 +152,10 @@ def coupling_chart(df: pd.DataFrame, *, title: str, model: str) -> alt.TopLevelM
     ``df``: ``depth``, ``layer``, ``r_s``, ``q`` (BH-adjusted p, null a), ``p_relabel``, ``series``, ``model``.
     """
     df = df.assign(significant=np.where(df.q < 0.05, "q < 0.05", "n.s."))
-    base = alt.Chart(df).encode(
+    # No layer brings its own data: the facet splits the layer's shared data by model. (A zero line
+    # drawn from its own small table once kept every layer on its own data, so both panels showed
+    # both models.)
+    base = alt.Chart().encode(
         x=alt.X("depth:Q", title="relative depth (l+1)/L", scale=alt.Scale(domain=[0, 1])),
         y=alt.Y("r_s:Q", title="r_S (participation vs log gain)"),
         color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom")),
@@ -163,8 +166,8 @@ def coupling_chart(df: pd.DataFrame, *, title: str, model: str) -> alt.TopLevelM
         tooltip=["series:N", "layer:Q", alt.Tooltip("r_s:Q", format=".3f"), alt.Tooltip("q:Q", format=".3g"),
                  alt.Tooltip("p_relabel:Q", format=".3g")],
     )
-    zero = alt.Chart(pd.DataFrame({"r_s": [0.0]})).mark_rule(color="black").encode(y="r_s:Q")
-    chart = alt.layer(base.mark_line(opacity=0.5), pts, zero).properties(width=260, height=220).facet(
-        column=alt.Column("model:N", title=None), data=df
+    zero = alt.Chart().mark_rule(color="black").encode(y=alt.datum(0))
+    chart = alt.layer(base.mark_line(opacity=0.5), pts, zero, data=df).properties(width=260, height=220).facet(
+        column=alt.Column("model:N", title=None)
     )
     return titled(chart, title, model)

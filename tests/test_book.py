@@ -112,3 +112,16 @@ def test_every_chart_with_categories_has_a_legend(built_site, page):
         if categorical:
             vega = vlc.vegalite_to_vega(spec)
             assert _has(vega, lambda d: bool(d.get("legends"))), f"{page}: chart {i} colours by a category but has no legend"
+
+
+@pytest.mark.parametrize("page", [p for p in toc_pages() if is_notebook(ROOT / f"{p}.md")])
+def test_faceted_charts_split_all_their_data(built_site, page):
+    """In a faceted chart no inner layer brings its own data: such a layer is not split by the facet,
+    so every panel draws all of it. (Chapter 4's coupling chart showed both models in both panels.)"""
+    import jupytext
+
+    nb = jupytext.read(built_site.parent / "jupyter_execute" / f"{page}.ipynb")
+    for i, spec in enumerate(_chart_specs(nb)):
+        faceted_with_own_data = _has(spec, lambda d: "facet" in d and isinstance(d.get("spec"), dict)
+                                     and _has(d["spec"], lambda inner: "data" in inner))
+        assert not faceted_with_own_data, f"{page}: chart {i} has a layer with its own data inside a facet"
