@@ -104,7 +104,11 @@ def convergence_chart(
 def cross_layer_chart(
     matrix: np.ndarray, *, model: str, metric: str, title: str, fmt: str = ".3f", width: int = 220, height: int = 200,
 ) -> alt.TopLevelMixin:
-    """Heatmap of ``matrix[t, s]``: tokens crossing layer ``t`` (rows) measured against ``v₁`` of layer ``s``."""
+    """Heatmap of ``matrix[t, s]``: tokens crossing layer ``t`` (rows) measured against ``v₁`` of layer ``s``.
+
+    Two of these side by side need ``.resolve_scale(color="independent")``: γ and ρ live on different
+    ranges, and one shared colour scale leaves the γ map without contrast.
+    """
     T, S = matrix.shape
     df = pd.DataFrame({
         "layer t (tokens)": np.repeat(np.arange(1, T + 1), S),
@@ -114,7 +118,12 @@ def cross_layer_chart(
     base = alt.Chart(df).encode(x="direction v₁ of layer s:O", y="layer t (tokens):O")
     heat = base.mark_rect().encode(color=alt.Color(f"{metric}:Q", scale=alt.Scale(scheme="viridis")),
                                    tooltip=["layer t (tokens):O", "direction v₁ of layer s:O", alt.Tooltip(f"{metric}:Q", format=fmt)])
-    text = base.mark_text(fontSize=9).encode(text=alt.Text(f"{metric}:Q", format=fmt), color=alt.value("white"))
+    # dark text on the bright (high) end of viridis, white on the dark end
+    bright = float(np.nanmin(matrix) + 0.6 * np.ptp(matrix[np.isfinite(matrix)])) if np.isfinite(matrix).any() else 0.0
+    text = base.mark_text(fontSize=9).encode(
+        text=alt.Text(f"{metric}:Q", format=fmt),
+        color=alt.condition(f"datum['{metric}'] > {bright}", alt.value("black"), alt.value("white")),
+    )
     return titled(alt.layer(heat, text).properties(width=width, height=height), title, model)
 
 

@@ -321,12 +321,14 @@ def _panels(curves: pd.DataFrame, eigs: pd.DataFrame, texts: pd.DataFrame, *, wh
     if params:
         left = left.add_params(*params)
     sym = alt.Scale(type="symlog")
-    right = base(eigs).mark_circle(size=18, opacity=0.6).encode(
+    # Grey and black, outside the lines' palette: a red λ₁' once read as the "simplified" series.
+    right = base(eigs).mark_circle(opacity=0.7).encode(
         x=alt.X("re:Q", title="Re λ(F_L') / |λ₁(F_L)| (symlog)", scale=sym),
         y=alt.Y("im:Q", title="Im λ / |λ₁(F_L)|", scale=sym),
-        color=alt.condition("datum.k == 0", alt.value("#d62728"), alt.value("#1f77b4")),
+        color=alt.condition("datum.k == 0", alt.value("black"), alt.value("#9e9e9e")),
+        size=alt.condition("datum.k == 0", alt.value(70), alt.value(18)),
         tooltip=[alt.Tooltip("re:Q", format=".3f"), alt.Tooltip("im:Q", format=".3f")],
-    ).properties(width=240, height=220)
+    ).properties(width=240, height=220, title=alt.TitleParams("eigenvalues of F_L' (black: λ₁')", fontSize=11, fontWeight="normal"))
     # The output line is wrapped (TEXT_CHARS per line) rather than cut at the panel's edge.
     texts = texts.assign(text=["\n".join(textwrap.wrap(str(t), TEXT_CHARS)) for t in texts["text"]])
     n_lines = max([t.count("\n") + 1 for t in texts["text"]] or [1])

@@ -125,3 +125,32 @@ def test_faceted_charts_split_all_their_data(built_site, page):
         faceted_with_own_data = _has(spec, lambda d: "facet" in d and isinstance(d.get("spec"), dict)
                                      and _has(d["spec"], lambda inner: "data" in inner))
         assert not faceted_with_own_data, f"{page}: chart {i} has a layer with its own data inside a facet"
+
+
+def _colour_fields(obj, acc: set) -> set:
+    if isinstance(obj, dict):
+        colour = obj.get("color")
+        if isinstance(colour, dict) and "field" in colour:
+            acc.add(colour["field"])
+        for v in obj.values():
+            _colour_fields(v, acc)
+    elif isinstance(obj, list):
+        for v in obj:
+            _colour_fields(v, acc)
+    return acc
+
+
+@pytest.mark.parametrize("page", [p for p in toc_pages() if is_notebook(ROOT / f"{p}.md")])
+def test_concatenated_charts_do_not_merge_different_colour_scales(built_site, page):
+    """Charts placed side by side share one colour scale unless told otherwise. When they colour by
+    different fields (γ and ρ; tokens and measures) that merges two meanings into one scale: chapter
+    3's γ heatmap lost its contrast to ρ's range, and chapter 2's tokens took the measures' colours."""
+    import jupytext
+
+    nb = jupytext.read(built_site.parent / "jupyter_execute" / f"{page}.ipynb")
+    for i, spec in enumerate(_chart_specs(nb)):
+        merged = _has(spec, lambda d: any(
+            k in d and len({frozenset(s) for s in (_colour_fields(sub, set()) for sub in d[k]) if s}) > 1
+            and d.get("resolve", {}).get("scale", {}).get("color") != "independent"
+            for k in ("hconcat", "vconcat", "concat")))
+        assert not merged, f"{page}: chart {i} merges different colour fields into one scale"
