@@ -22,20 +22,26 @@ __all__ = [
 
 
 def training_curve_chart(log: dict, model: str) -> alt.TopLevelMixin:
-    """Training loss against step, with the held-out losses of the trained model and of its random twin."""
-    df = pd.DataFrame({"step": log["steps"], "loss": log["loss"]})
+    """Training loss (of the batch at each logged step) against step, with the held-out losses of the trained
+    model and of its random twin and the uniform-prediction loss as dashed rules."""
+    curve = "training loss (one batch)"
+    df = pd.DataFrame({"step": log["steps"], "loss": log["loss"], "what": curve})
     refs = pd.DataFrame(
         {
             "what": ["held-out, trained", "held-out, random init", "uniform over the vocabulary"],
             "loss": [log["heldout_loss"], log["heldout_loss_random_init"], log["uniform_loss"]],
         }
     )
+    # One colour scale with the curve in it: an uncoloured curve took the default blue, which the
+    # legend gave to "held-out, random init".
+    colour = alt.Color("what:N", title=None, legend=alt.Legend(symbolType="stroke"),
+                       scale=alt.Scale(domain=[curve, *refs["what"]], range=["#4c78a8", "#f58518", "#e45756", "#7f7f7f"]))
     line = alt.Chart(df).mark_line().encode(
         x=alt.X("step:Q", title="training step"), y=alt.Y("loss:Q", title="cross-entropy (nats / token)"),
-        tooltip=["step:Q", alt.Tooltip("loss:Q", format=".3f")],
+        color=colour, tooltip=["step:Q", alt.Tooltip("loss:Q", format=".3f")],
     )
     rules = alt.Chart(refs).mark_rule(strokeDash=[4, 3]).encode(
-        y="loss:Q", color=alt.Color("what:N", title=None), tooltip=["what:N", alt.Tooltip("loss:Q", format=".3f")]
+        y="loss:Q", color=colour, tooltip=["what:N", alt.Tooltip("loss:Q", format=".3f")]
     )
     return titled((line + rules).properties(width=420, height=220), "Training curve of the book decoder", model)
 

@@ -1,0 +1,121 @@
+"""The charts of the built book say what they show (their Vega-Lite specs, read from the executed notebooks).
+
+Each test guards a defect that once reached the site: a chart whose categories had no legend, a
+faceted chart whose panels all drew every model, side-by-side charts whose different colour fields
+were merged into one scale, and a curve drawn in the colour that the legend gave to something else.
+What the browser shows (labels cut short, charts wider than the page) is in ``test_site_browser``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+
+import pytest
+from conftest import ROOT, toc_pages
+
+from lib.build_info import is_notebook
+
+pytestmark = pytest.mark.slow
+
+NOTEBOOK_PAGES = [p for p in toc_pages() if is_notebook(ROOT / f"{p}.md")]
+
+
+def _chart_specs(built_site, page: str) -> list[dict]:
+    """The Vega-Lite spec of every Altair chart of ``page`` as the build executed it (Altair's HTML
+    output ends with ``})(<spec>, <embed options>);``)."""
+    import jupytext
+
+    nb = jupytext.read(built_site.parent / "jupyter_execute" / f"{page}.ipynb")
+    specs = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            html = out.get("data", {}).get("text/html", "")
+            html = "".join(html) if isinstance(html, list) else html
+            if "altair-viz" in html:
+                specs.append(json.JSONDecoder().raw_decode(html[html.rfind("})(") + 3:])[0])
+    return specs
+
+
+def _nodes(obj) -> Iterator[dict]:
+    """Every dict in a JSON tree, depth first."""
+    if isinstance(obj, dict):
+        yield obj
+        for v in obj.values():
+            yield from _nodes(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _nodes(v)
+
+
+def _has(obj, pred: Callable[[dict], bool]) -> bool:
+    return any(pred(d) for d in _nodes(obj))
+
+
+def _colour_field(encoding: dict) -> str | None:
+    colour = encoding.get("color")
+    return colour.get("field") if isinstance(colour, dict) else None
+
+
+@pytest.mark.parametrize("page", NOTEBOOK_PAGES)
+def test_every_chart_with_categories_has_a_legend(built_site, page):
+    """A chart that colours its marks by a category shows a legend (compiled by Vega-Lite, as the
+    browser does). The funnel's six curves once had none: ``legend=None`` on the stroke-dash channel
+    of the same field removed the merged legend of both channels."""
+    import vl_convert as vlc
+
+    for i, spec in enumerate(_chart_specs(built_site, page)):
+        if _has(spec, lambda d: _colour_field(d) is not None and d["color"].get("type") in ("nominal", "ordinal")):
+            vega = vlc.vegalite_to_vega(spec)
+            assert _has(vega, lambda d: bool(d.get("legends"))), f"{page}: chart {i} colours by a category but has no legend"
+
+
+@pytest.mark.parametrize("page", NOTEBOOK_PAGES)
+def test_faceted_charts_split_all_their_data(built_site, page):
+    """In a faceted chart no inner layer brings its own data: such a layer is not split by the facet,
+    so every panel draws all of it. (Chapter 4's coupling chart showed both models in both panels.)"""
+    for i, spec in enumerate(_chart_specs(built_site, page)):
+        own_data = _has(spec, lambda d: "facet" in d and isinstance(d.get("spec"), dict) and _has(d["spec"], lambda x: "data" in x))
+        assert not own_data, f"{page}: chart {i} has a layer with its own data inside a facet"
+
+
+@pytest.mark.parametrize("page", NOTEBOOK_PAGES)
+def test_concatenated_charts_do_not_merge_different_colour_scales(built_site, page):
+    """Charts placed side by side share one colour scale unless told otherwise. When they colour by
+    different fields (γ and ρ; tokens and measures) that merges two meanings into one scale: chapter
+    3's γ heatmap lost its contrast to ρ's range, and chapter 2's tokens took the measures' colours."""
+    def merges(d: dict) -> bool:
+        if d.get("resolve", {}).get("scale", {}).get("color") == "independent":
+            return False
+        for key in ("hconcat", "vconcat", "concat"):
+            fields = {frozenset(f for n in _nodes(sub) if (f := _colour_field(n))) for sub in d.get(key, [])}
+            if len(fields - {frozenset()}) > 1:
+                return True
+        return False
+
+    for i, spec in enumerate(_chart_specs(built_site, page)):
+        assert not _has(spec, merges), f"{page}: chart {i} merges different colour fields into one scale"
+
+
+@pytest.mark.parametrize("page", NOTEBOOK_PAGES)
+def test_no_layer_borrows_a_category_colour(built_site, page):
+    """In a layered chart where a layer colours by a field, every other mark has a colour of its own:
+    Vega-Lite's default blue is also the first category's colour. (Chapter 4's training curve had
+    none, and read as the legend's "held-out, random init".)"""
+    def borrows(d: dict) -> bool:
+        layers = d.get("layer")
+        if not (isinstance(layers, list) and all(isinstance(x, dict) for x in layers)):
+            return False
+        shared = d.get("encoding") or {}
+        if _colour_field(shared) is None and not any(_colour_field(x.get("encoding") or {}) for x in layers):
+            return False
+        for layer in layers:
+            mark = layer.get("mark") if isinstance(layer.get("mark"), dict) else {"type": layer.get("mark")}
+            encoding = {**shared, **(layer.get("encoding") or {})}
+            if ("layer" not in layer and mark.get("type") != "text" and "color" not in encoding
+                    and not {"color", "stroke", "fill"} & set(mark)):
+                return True
+        return False
+
+    for i, spec in enumerate(_chart_specs(built_site, page)):
+        assert not _has(spec, borrows), f"{page}: chart {i} has a layer in the default colour next to coloured categories"
