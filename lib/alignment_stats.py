@@ -1,7 +1,7 @@
 """γ_t, ρ_t and their relatives: how token states line up with the principal eigen-directions of ``F_t``.
 
 **Reconstructed definitions [ours].** The paper names γ_t and ρ_t [paper] but its exact formulas were
-not available; the forms below are the book's reconstruction (power-method §6) and may differ from the
+not available; the forms below are the book's reconstruction (chapter 3, section 3.3) and may differ from the
 paper's (signed vs absolute, which tokens, how the average is taken). For prompts ``p``, kept tokens
 ``i ∈ S_p``, ``x_i^p(t)`` the input of layer ``t`` and ``x_i^p(t+1)`` its output::
 
@@ -153,7 +153,7 @@ class EigenBases:
     Attributes:
         v1: ``(L, d, 2)``: ``v_{1,t}`` (second column zero) or the plane of a complex ``λ_{1,t}``.
         v2: ``(L, d, 2)``: the same for the *next* eigen-direction (the one ``gap_ratio`` refers to; a
-            conjugate partner is skipped), the ``v_{2,t}`` null of power-method §6.
+            conjugate partner is skipped), the ``v_{2,t}`` null of chapter 3's exercise 4.
         v12: ``(L, d, 4)``: ``span{v_1, v_2}`` (real and imaginary parts of both, QR; 2 to 4 columns used).
         k1, k12: the dimensions actually used by ``v1`` and ``v12`` per layer.
         lambda1: ``(L,)`` complex principal eigenvalues. lambda1_complex: ``(L,)`` bool.
@@ -392,7 +392,7 @@ def shared_convergence(
     For a shared layer (``eb`` of one layer), the power-method picture predicts that the sine of the
     angle between a token and its target shrinks like ``C · r^t`` with ``r = gap_ratio`` (target
     ``v_1``, or the plane of a complex pair) or ``r = subspace_ratio`` (target ``span{v_1, v_2}``)
-    [paper: rates set by the gap; form ours, §5]. ``C`` is fitted at step ``anchor`` (after the tokens of
+    [paper: rates set by the gap; form ours, chapter 2]. ``C`` is fitted at step ``anchor`` (after the tokens of
     a prompt have had time to reach consensus), so only the *slope* is a prediction.
 
     Returns:

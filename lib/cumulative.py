@@ -1,6 +1,6 @@
 """Effective rank of cumulative products ``P_l = J_{l−1} ⋯ J_0``, fast and on the input's device.
 
-``residual-jacobian.md`` §4.4 (reconstructed): ``erank(M) = exp(−Σ p_i log p_i)`` with
+Chapter 4, section 4.6 (reconstructed): ``erank(M) = exp(−Σ p_i log p_i)`` with
 ``p_i = σ_i² / Σ σ_j²``, and the product is built as
 
     P = I
@@ -86,7 +86,7 @@ def cumulative_effective_rank(
     power_iters: int = 4,
     rand_rtol: float = 1e-8,
 ) -> CumulativeRank:
-    """Effective rank of ``P_l = J_{l−1} ⋯ J_0`` after every step (residual-jacobian §4.4).
+    """Effective rank of ``P_l = J_{l−1} ⋯ J_0`` after every step (chapter 4, section 4.6).
 
     Args:
         mats: ``(L, d, d)`` tensor or array, ``J_0 … J_{L−1}`` in block order (column convention).

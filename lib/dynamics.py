@@ -1,4 +1,4 @@
-"""The simplified transformer layer as a discrete-time dynamical system (power-method §2.1).
+"""The simplified transformer layer as a discrete-time dynamical system (chapter 1, section 1.2).
 
 One layer ``t`` maps the token states ``x_i(t) ∈ R^d`` (rows of ``X``, shape ``(..., n, d)``) to
 ``x_i(t+1)``::

@@ -162,7 +162,7 @@ def check_bipartite_condition(fn: Callable[[float, int, int], Any], verbose: boo
     """Check ``fn(c, n_plus, n_minus) -> bool``: is the bipartite state ``x_j = r s_j v₁`` a fixed point?
 
     The truth is measured by running one step of the single-head simulator from the bipartite state
-    with a head whose bipartite score equals ``c`` (power-method §5.4).
+    with a head whose bipartite score equals ``c`` (chapter 2, section 2.5).
     """
     F = toys.toy_matrix("real", 12, gap=0.5, seed=3)
     v1 = spectra.principal(F).vector

@@ -1,4 +1,4 @@
-"""Block Jacobians of the residual stream (residual-jacobian §3), batched with ``torch.func``.
+"""Block Jacobians of the residual stream (chapter 4, section 4.2), batched with ``torch.func``.
 
 Protocols:
 

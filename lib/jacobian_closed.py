@@ -1,4 +1,4 @@
-"""Closed-form single-token block Jacobians (residual-jacobian §3, single-token protocol) [ours].
+"""Closed-form single-token block Jacobians (chapter 4, section 4.2: single-token protocol) [ours].
 
 A token alone attends only to itself: the softmax over one score is 1, RoPE at position 0 is the
 identity, and QK-norms, logit soft-capping and sliding windows act on scores only. So on a single

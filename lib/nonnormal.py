@@ -1,4 +1,4 @@
-"""Spectral metrics of block Jacobians and the non-normality controls (residual-jacobian §4–§5).
+"""Spectral metrics of block Jacobians and the non-normality controls (chapter 4, sections 4.3 and 4.6).
 
 Every definition here is **reconstructed** [ours]: the paper names the quantities (complex
 eigenvalues, non-normality, rotation, effective rank of the cumulative product, removal of
@@ -136,7 +136,7 @@ class FunnelResult:
 
 
 def cumulative_product(Js, k: int | None = None) -> FunnelResult:
-    """Funnel of the cumulative transport ``P_l = J_{l−1} ⋯ J_0`` (reconstructed, residual-jacobian §4.4).
+    """Funnel of the cumulative transport ``P_l = J_{l−1} ⋯ J_0`` (reconstructed, chapter 4, section 4.6).
 
     Each step multiplies on the left by the next Jacobian, optionally truncates to rank ``k`` by SVD
     (at every step: our reading of [secondary]), and rescales to unit Frobenius norm (erank is

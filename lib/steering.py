@@ -1,4 +1,4 @@
-"""Steering by a rank-1 edit of one layer's output matrix (power-method §7), and its baseline.
+"""Steering by a rank-1 edit of one layer's output matrix (chapter 5 of the book), and its baseline.
 
 The paper's claim [paper]: adding a large enough rank-1 perturbation to the **output matrix of the
 last layer** opens a large spectral gap, so that a chosen direction ``u`` becomes the principal
@@ -23,7 +23,7 @@ The edit (column convention, ``y = W x``)::
     ``F_L' u = F_L u + α c u`` for any ``w`` with ``c ≠ 0``.
 
 * **α** is absolute, or, with ``relative=True``, in units of the spectral radius: ``α|c| =
-  alpha · |λ_1(F_L)|`` (so ``alpha = 10`` is the default of power-method §7 whatever ``c`` is).
+  alpha · |λ_1(F_L)|`` (so ``alpha = 10`` is the book's default whatever ``c`` is).
 
 Measurements (:func:`spectral_report`, :func:`simplified_alignment`, :func:`real_alignment`,
 :func:`target_report`, :func:`nearest_tokens`) and the **activation-addition baseline**
@@ -31,7 +31,7 @@ Measurements (:func:`spectral_report`, :func:`simplified_alignment`, :func:`real
 matched to the mean norm of the eigen-edit's change, :func:`matched_strength`) are here too. The lab
 (:mod:`lib.steering_lab`) puts them together.
 
-**Control: editing V instead of O** (``matrix="V"``, power-method §7 controls) [ours, a variant]::
+**Control: editing V instead of O** (``matrix="V"``, a control of chapter 5) [ours, a variant]::
 
     V_L ← V_L + α b uᵀ,    b ∈ R^{n_kv·d_h},    F_L' = F_L + α y uᵀ,    y = O_grp b,    c = uᵀ y
 
@@ -96,7 +96,7 @@ __all__ = [
 ]
 
 ALPHA_SWEEP: tuple[float, ...] = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
-"""The sweep of ``α|c| / |λ_1(F_L)|`` suggested by power-method §7 (0 means: no edit)."""
+"""The sweep of ``α|c| / |λ_1(F_L)|`` of chapter 5 (0 means: no edit)."""
 
 MATRICES: tuple[str, ...] = ("O", "V")
 """Which weight :func:`steer` edits: the output matrix (the paper's edit) or the value matrix (a control)."""
@@ -200,7 +200,7 @@ def word_direction(model: Any, word: str, space: str = "auto") -> Direction:
         word: one token of the vocabulary (else :class:`InputError` with close matches).
         space: ``"input"`` (the input-embedding row), ``"output"`` (the unembedding row with the final
             norm's gain folded in: ``γ_f ⊙ W_U[k]`` for RMSNorm, ``(1 + γ_f) ⊙ W_U[k]`` for Gemma,
-            ``P(γ_f ⊙ W_U[k])`` for LayerNorm, ``P`` the centring; power-method §7 [ours]) or
+            ``P(γ_f ⊙ W_U[k])`` for LayerNorm, ``P`` the centring [ours]) or
             ``"auto"`` (output when the model has an LM head, input otherwise).
     """
     k = _token_id(model, word)

@@ -1,4 +1,4 @@
-"""Communities of residual coordinates and their coupling to Jacobian gain (residual-jacobian §6).
+"""Communities of residual coordinates and their coupling to Jacobian gain (chapter 4, section 4.7).
 
 [secondary] The graph's nodes are residual-stream coordinates; it is signed, sparsified to top-k
 edges, and partitioned by signed Leiden. [ours] Every parameter and every formula below is our
@@ -282,7 +282,7 @@ def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
 
 @dataclass
 class LayerTopology:
-    """Everything §6 computes for one layer (see :func:`layer_topology`)."""
+    """Everything section 4.7 computes for one layer (see :func:`layer_topology`)."""
 
     W: np.ndarray
     partition: Partition
@@ -295,7 +295,7 @@ class LayerTopology:
 
 def layer_topology(X_tokens, J, *, k: int = 20, seeds: Sequence[int] = tuple(range(10)), n_perm: int = 1000,
                    relabel_null: bool = True, seed: int = 0, min_size: int = 5) -> LayerTopology:
-    """The §6 pipeline for one layer: graph, communities, participation, gains and coupling.
+    """The section 4.7 pipeline for one layer: graph, communities, participation, gains and coupling.
 
     Args:
         X_tokens: the residual entering the block at every token, ``(N_tok, d)``.

@@ -235,9 +235,9 @@ def bipartite_state(v: np.ndarray, signs: Sequence[int], radius: float | None = 
 
 
 def bipartite_scores(weights: AttentionWeights, v: np.ndarray, radius: float | None = None) -> np.ndarray:
-    """Per-head ``c_h = r² · score_scale · (Q_h v)ᵀ(K_h v)`` (power-method §5.4), float64 ``(H,)``.
+    """Per-head ``c_h = r² · score_scale · (Q_h v)ᵀ(K_h v)`` (chapter 2, section 2.5), float64 ``(H,)``.
 
-    Biases are ignored (the condition of §5.4 assumes none).
+    Biases are ignored (the condition of chapter 2's bipartite proposition assumes none).
     """
     v = torch.as_tensor(np.asarray(v, dtype=np.float64) / np.linalg.norm(v))
     r = math.sqrt(v.numel()) if radius is None else radius
