@@ -59,13 +59,17 @@ lab: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks $(BENCH_ARGS)
 
-## Headless Chromium for the browser test (Debian package; never a downloaded browser)
+## Headless Chromium for the browser test (Debian package; never a downloaded browser), and an emoji
+## font, without which the About page's status marks (✅) print as empty boxes in screenshots and the PDF
+BROWSER_PKGS := chromium fonts-noto-color-emoji
 browser-deps:
-	@if [ ! -x /usr/bin/chromium ]; then \
+	@missing=""; [ -x /usr/bin/chromium ] || missing="chromium"; \
+	  [ -f /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf ] || missing="$$missing fonts-noto-color-emoji"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-	      || echo "warning: could not install chromium; browser tests will be skipped"; \
-	  else echo "note: /usr/bin/chromium missing; install Debian's chromium to run the browser tests"; fi; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
+	      || echo "warning: could not install$$missing; browser tests may be skipped"; \
+	  else echo "note: missing$$missing; install Debian's $(BROWSER_PKGS) to run the browser tests"; fi; \
 	fi
 
 clean:

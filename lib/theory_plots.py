@@ -15,9 +15,11 @@ from lib.plotting import titled
 __all__ = ["convergence_chart", "line_chart", "plane_orbit_chart", "toy_label"]
 
 
-def toy_label(d: int, seed: int = 0, extra: str = "") -> str:
-    """The subtitle label of a toy figure, e.g. ``"toy matrix, d=48, seed 0"``."""
-    return f"toy matrix, d={d}, seed {seed}" + (f", {extra}" if extra else "")
+def toy_label(d: int, seed: int | str = 0, extra: str = "") -> str:
+    """The subtitle label of a toy figure, e.g. ``"toy matrix, d=48, seed 0"``; ``seed`` may name
+    several (``"0-2"`` gives ``"seeds 0-2"``)."""
+    seeds = f"seeds {seed}" if isinstance(seed, str) else f"seed {seed}"
+    return f"toy matrix, d={d}, {seeds}" + (f", {extra}" if extra else "")
 
 
 def convergence_chart(
