@@ -6,6 +6,9 @@ opportunity, and a table of eight of them was wider than the column and hid its 
 behind a horizontal scroll. :func:`page_table` lets a column name wrap after each underscore
 (an invisible zero-width space) and, for a plain DataFrame, hides the row index and rounds the
 numbers. The book's style sheet (``book/_static/tables.css``) sets output tables a little smaller.
+
+:func:`value_range` formats a range of results for the prose ("0.92–0.94", or one number when both
+ends print alike).
 """
 
 from __future__ import annotations
