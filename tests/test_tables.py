@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.tables import BREAK, breakable, page_table
+from lib.tables import BREAK, breakable, page_table, value_range
 
 
 def test_column_names_get_a_break_opportunity_after_each_underscore():
@@ -36,8 +36,6 @@ def test_a_styler_keeps_its_own_formats_and_multiindex_columns_wrap():
 
 
 def test_value_range_is_one_number_when_the_ends_print_alike():
-    from lib.tables import value_range
-
     assert value_range([0.921, 0.944, 0.93]) == "0.92–0.94"
     assert value_range([0.9512, 0.9549]) == "0.95"  # not "0.95–0.95"
     assert value_range(np.array([[4.61, np.nan], [4.64, 4.6]]), ".1f") == "4.6"
