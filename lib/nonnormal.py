@@ -147,7 +147,7 @@ def cumulative_product(Js, k: int | None = None) -> FunnelResult:
         k: truncation rank (``None`` or ``d``: no truncation).
     """
     Js = as_float64(Js)
-    L, d = Js.shape[0], Js.shape[1]
+    d = Js.shape[1]
     k = d if k is None else int(k)
     if not 1 <= k <= d:
         raise ValueError(f"k must be in 1..{d}, got {k}")
