@@ -1,0 +1,146 @@
+"""The claims the book tests, and how a chapter reports what it measured for each.
+
+Every row of the *Results at a glance* page (``book/results.md``) is one :class:`Claim`: a claim of one of
+the two papers (or a finding of our own), the chapter and section that test it, and three values that the
+chapter computes and glues with :func:`glue_claim` when it is executed:
+
+* ``claim_<id>_models``: the models the chapter ran for it (e.g. "all-MiniLM-L6-v2; 3 random-init twins");
+* ``claim_<id>_measured``: the measured quantity with its interval, as prose ("γ_t/chance 0.61–1.12, ...");
+* ``claim_<id>_verdict``: one of :data:`VERDICTS`, decided by the chapter's code from its numbers.
+
+The Results page pastes them across documents (``{glue:text}`03_real_models.md::claim_LA7_verdict```), so
+nothing on it is typed in; ``tests/test_results_page.py`` checks that every claim is on the page, that the
+built page shows a value for each, and that every claim's section label exists. Each chapter places the
+MyST target ``(claim-<id lowercased>)=`` above the section that tests the claim.
+
+Claim texts paraphrase the papers' abstracts and introductions [paper]; rows marked ``ours`` are the
+book's own findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["CLAIMS", "VERDICTS", "Claim", "claim", "glue_claim", "verdict_if"]
+
+Source = Literal["li2026power", "fernando2026residual", "ours"]
+
+VERDICTS: tuple[str, ...] = (
+    "reproduced",
+    "reproduced on toys",
+    "partly reproduced",
+    "not reproduced",
+    "not specific to training",
+    "not testable offline",
+)
+"""The verdicts a row may carry. "reproduced on toys": a theorem checked on constructed matrices, not on a
+trained model; "not specific to training": the effect is there, and as large at random initialization."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One row of the Results page.
+
+    Attributes:
+        id: short key, e.g. ``"LA7"`` (Li & Altafini) or ``"FG4"`` (Fernando & Guitchounts).
+        source: the paper's bibtex key, or ``"ours"``.
+        text: the claim in the book's words (a paraphrase of the paper's abstract or introduction), MyST
+            inline markup allowed (``$v_{1,t}$``).
+        chapter: the chapter file (``"03_real_models"``) whose execution glues the row's values.
+    """
+
+    id: str
+    source: Source
+    text: str
+    chapter: str
+
+    @property
+    def label(self) -> str:
+        """The MyST target of the section that tests the claim: ``claim-<id lowercased>``."""
+        return f"claim-{self.id.lower()}"
+
+    def key(self, field: Literal["models", "measured", "verdict"]) -> str:
+        """The glue key of one of the row's values, e.g. ``claim_LA7_verdict``."""
+        return f"claim_{self.id}_{field}"
+
+
+_LA, _FG = "li2026power", "fernando2026residual"
+CLAIMS: tuple[Claim, ...] = (
+    Claim("LA1", _LA, "Without its FFN, a layer acts like one power-method step on $F_t = O_t V_t$ and "
+          "tilts the tokens toward $v_{1,t}$.", "01_power_method"),
+    Claim("LA2", _LA, "Shared weights with a real, strictly dominant λ₁: consensus, all tokens aligned "
+          "with v₁.", "02_shared_weights"),
+    Claim("LA3", _LA, "Shared weights with a complex λ₁: a limit cycle in the plane of Re v₁, Im v₁.",
+          "02_shared_weights"),
+    Claim("LA4", _LA, "Bipartite consensus is possible in theory but rare and unstable with many heads.",
+          "02_shared_weights"),
+    Claim("LA5", _LA, "Iterating one shared layer, tokens converge quickly; the speed is limited by a small "
+          "gap or a complex λ₁.", "03_real_models"),
+    Claim("LA6", _LA, "ALBERT base/large: real λ₁ close to λ₂ (tokens settle in span{v₁, v₂}); "
+          "xlarge/xxlarge: complex λ₁ (tokens rotate in a plane).", "03_real_models"),
+    Claim("LA7", _LA, "Layer-varying models: the alignment $\\gamma_t$ with the layer's own $v_{1,t}$ is positive "
+          "but weak.", "03_real_models"),
+    Claim("LA8", _LA, "Layer-varying models: the probability $\\rho_t$ that a layer increases the alignment is "
+          "consistently above 0.5.", "03_real_models"),
+    Claim("LA9", _LA, "Layer-varying models: no build-up of alignment toward one global direction.",
+          "03_real_models"),
+    Claim("LA10", _LA, "A large rank-1 edit of the last layer's output matrix makes the chosen direction $u$ "
+          "the principal eigenvector of $F_L$.", "05_steering_lab"),
+    Claim("LA11", _LA, "After that edit, all tokens align with $u$.", "05_steering_lab"),
+    Claim("FG1", _FG, "Early layers are rotation-dominated (about 98% of eigenvalues complex); the complex "
+          "fraction falls with depth.", "04_jacobian_funnel"),
+    Claim("FG2", _FG, "Early layers are non-normal, late layers near-symmetric: a monotonic gradient through "
+          "depth.", "04_jacobian_funnel"),
+    Claim("FG3", _FG, "The cumulative product of layer Jacobians is a low-rank funnel: about 7 to 40 "
+          "directions survive.", "04_jacobian_funnel"),
+    Claim("FG4", _FG, "Removing the structured non-normality largely removes the gradient and the "
+          "collapse.", "04_jacobian_funnel"),
+    Claim("FG5", _FG, "A unit's position among activation communities predicts whether the Jacobian "
+          "amplifies it; the sign depends on the operator type.", "04_jacobian_funnel"),
+    Claim("FG6", _FG, "Units that bridge communities are suppressed in early and middle layers and "
+          "amplified late.", "04_jacobian_funnel"),
+    Claim("FG7", _FG, "None of this is present at random initialization: it is learned.",
+          "04_jacobian_funnel"),
+)
+
+
+def claim(claim_id: str) -> Claim:
+    """The :class:`Claim` with this id (``KeyError`` naming the known ids if there is none)."""
+    for c in CLAIMS:
+        if c.id == claim_id:
+            return c
+    raise KeyError(f"no claim {claim_id!r}; known: {', '.join(c.id for c in CLAIMS)}")
+
+
+def verdict_if(held: bool, *, otherwise: str = "not reproduced", when_held: str = "reproduced") -> str:
+    """``when_held`` if ``held`` else ``otherwise``, both checked against :data:`VERDICTS`.
+
+    Example:
+        >>> verdict_if(False, otherwise="not specific to training")
+        'not specific to training'
+    """
+    for v in (when_held, otherwise):
+        if v not in VERDICTS:
+            raise ValueError(f"unknown verdict {v!r}; use one of {VERDICTS}")
+    return when_held if held else otherwise
+
+
+def glue_claim(claim_id: str, *, models: str, measured: str, verdict: str) -> None:
+    """Glue one Results-page row from the chapter that tests it (``display=False``: nothing is shown).
+
+    Args:
+        claim_id: a :data:`CLAIMS` id.
+        models: the models the chapter ran for this claim.
+        measured: the measured values with their intervals or null ranges, as a short phrase.
+        verdict: one of :data:`VERDICTS` (compute it from the numbers, e.g. with :func:`verdict_if`).
+    """
+    from myst_nb import glue
+
+    c = claim(claim_id)
+    if verdict not in VERDICTS:
+        raise ValueError(f"unknown verdict {verdict!r} for {claim_id}; use one of {VERDICTS}")
+    for field, value in (("models", models), ("measured", measured), ("verdict", verdict)):
+        if not str(value).strip():
+            raise ValueError(f"claim {claim_id}: empty {field}")
+        glue(c.key(field), str(value), display=False)

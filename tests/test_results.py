@@ -1,0 +1,61 @@
+"""The claims registry and the Results page's table (no build needed)."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+from conftest import ROOT, toc_pages
+
+from lib import results
+
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+from claims_table import claims_markdown  # noqa: E402
+
+
+def test_claim_ids_are_unique_and_chapters_exist():
+    ids = [c.id for c in results.CLAIMS]
+    assert len(ids) == len(set(ids))
+    pages = set(toc_pages())
+    for c in results.CLAIMS:
+        assert f"book/{c.chapter}" in pages, f"{c.id}: chapter {c.chapter} is not in _toc.yml"
+
+
+def test_every_claim_is_glued_and_labelled_by_its_chapter():
+    """The chapter calls glue_claim for each of its claims and carries the claim's section label."""
+    for c in results.CLAIMS:
+        text = (ROOT / "book" / f"{c.chapter}.md").read_text(encoding="utf-8")
+        assert f"({c.label})=" in text, f"{c.chapter} has no target ({c.label})="
+        assert re.search(rf"glue_claim\(\s*[\"']{c.id}[\"']", text), f"{c.chapter} never glues claim {c.id}"
+
+
+def test_glue_claim_rejects_unknown_ids_verdicts_and_empty_values():
+    with pytest.raises(KeyError, match="known"):
+        results.glue_claim("XX1", models="m", measured="x", verdict="reproduced")
+    with pytest.raises(ValueError, match="unknown verdict"):
+        results.glue_claim("LA1", models="m", measured="x", verdict="sort of")
+    with pytest.raises(ValueError, match="empty measured"):
+        results.glue_claim("LA1", models="m", measured=" ", verdict="reproduced")
+
+
+def test_verdict_if_checks_its_vocabulary():
+    assert results.verdict_if(True) == "reproduced"
+    assert results.verdict_if(False, otherwise="not specific to training") == "not specific to training"
+    with pytest.raises(ValueError):
+        results.verdict_if(True, when_held="yes")
+
+
+def test_claims_table_has_one_row_per_claim_pasting_from_its_chapter():
+    for source in ("li2026power", "fernando2026residual"):
+        lines = claims_markdown(source)
+        claims = [c for c in results.CLAIMS if c.source == source]
+        assert sum(line.startswith("* - ") for line in lines) == len(claims) + 1  # + header row
+        text = "\n".join(lines)
+        for c in claims:
+            for field in ("models", "measured", "verdict"):
+                # the ':s' format spec is needed: without it myst-nb's text role cuts 'doc::key' at its last colon
+                assert f"{{glue:text}}`{c.chapter}.md::{c.key(field)}:s`" in text
+            assert f"{{ref}}`{c.label}`" in text
+    with pytest.raises(ValueError):
+        claims_markdown("nobody2026")

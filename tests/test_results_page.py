@@ -1,0 +1,53 @@
+"""The built Results page shows a computed value in every cell, and every chapter opens with its Takeaway."""
+
+from __future__ import annotations
+
+import pytest
+from bs4 import BeautifulSoup
+from conftest import toc_pages
+
+from lib import results
+
+pytestmark = pytest.mark.slow
+
+CHAPTERS = [p for p in toc_pages() if p.split("/")[-1][:2].isdigit()]
+
+
+def _soup(html_dir, page: str) -> BeautifulSoup:
+    return BeautifulSoup((html_dir / f"{page}.html").read_text(encoding="utf-8"), "html.parser")
+
+
+def test_results_page_follows_the_introduction():
+    pages = toc_pages()
+    assert pages[pages.index("book/intro") + 1] == "book/results"
+
+
+def test_every_claim_row_is_filled_from_its_chapter(built_site):
+    soup = _soup(built_site, "book/results")
+    rows = {}
+    for tr in soup.select("table.claims-table tbody tr"):
+        cells = tr.find_all("td")
+        claim_id = cells[0].get_text(" ", strip=True).split(".")[0]
+        rows[claim_id] = cells
+    assert set(rows) == {c.id for c in results.CLAIMS}
+    for c in results.CLAIMS:
+        cells = rows[c.id]
+        models, measured, verdict = (td.get_text(" ", strip=True) for td in cells[1:])
+        assert models and measured, f"{c.id}: empty models or measured cell"
+        assert verdict in results.VERDICTS, f"{c.id}: verdict {verdict!r}"
+        link = cells[0].find("a", href=lambda h: h and f"#{c.label}" in h)
+        assert link is not None, f"{c.id}: no link to its section"
+        page, anchor = link["href"].split("#")
+        target = _soup(built_site, f"book/{page.removesuffix('.html')}")
+        assert target.find(id=anchor) is not None, f"{c.id}: {link['href']} has no anchor"
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_chapter_opens_with_a_takeaway(built_site, page):
+    """The first admonition of every chapter is its Takeaway: what held, what did not, and so what."""
+    article = _soup(built_site, page).select_one("article, .bd-article")
+    first = article.select_one("div.admonition")
+    assert first is not None and first.select_one(".admonition-title").get_text(strip=True) == "Takeaway", page
+    text = first.get_text(" ", strip=True)
+    for part in ("Held:", "Did not hold:", "So:"):
+        assert part in text, f"{page}: Takeaway lacks {part!r}"
