@@ -17,7 +17,10 @@ from lib.errors import InputError
 from lib.parallel import map_matrices
 from lib.plotting import titled
 
-__all__ = ["TABLE_FORMAT", "LayerSpectra", "layer_spectra", "radius_gap_chart", "summary_table"]
+__all__ = [
+    "TABLE_FORMAT", "LayerSpectra", "ginibre_product_inner_fraction", "inner_fraction", "layer_spectra",
+    "radius_gap_chart", "summary_table",
+]
 
 TABLE_FORMAT = {"spectral_radius": "{:.4f}", "gap_ratio": "{:.4f}", "abs_gap": "{:.4f}", "residual": "{:.1e}",
                 "condition": "{:.2f}", "frobenius": "{:.2f}"}
@@ -77,6 +80,31 @@ def summary_table(lams: np.ndarray, model: str) -> pd.DataFrame:
         "gap_ratio": ratio,
         "abs_gap": top * (1 - ratio),
     })
+
+
+def inner_fraction(eigvals: np.ndarray, r: float = 0.5) -> float:
+    """Fraction of the eigenvalues whose modulus is at most ``r`` times their matrix's spectral radius.
+
+    Args:
+        eigvals: ``(d,)`` or ``(L, d)`` eigenvalues (each row one matrix; pooled over rows).
+        r: the radius as a fraction of each row's spectral radius, ``0 < r <= 1``.
+    """
+    lams = np.atleast_2d(np.abs(np.asarray(eigvals)))
+    if not 0 < r <= 1:
+        raise InputError(f"r must lie in (0, 1], got {r}")
+    return float((lams <= r * lams.max(axis=1, keepdims=True)).mean())
+
+
+def ginibre_product_inner_fraction(m: int, r: float = 0.5) -> float:
+    """The large-``d`` :func:`inner_fraction` of a product of ``m`` independent square Gaussian matrices.
+
+    The eigenvalue density of such a product is ``∝ |z|^{2/m − 2}`` on its disc, so a fraction ``r^{2/m}`` of
+    the eigenvalues lies within ``r`` times the radius: ``r²`` for one Gaussian matrix (a uniform disc),
+    ``r`` for a product of two (``F = O V`` at random initialization), whose moduli are uniform instead.
+    """
+    if m < 1:
+        raise InputError(f"m must be a positive number of factors, got {m}")
+    return float(r ** (2 / m))
 
 
 def layer_spectra(model) -> LayerSpectra:
