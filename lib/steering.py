@@ -16,11 +16,17 @@ The edit (column convention, ``y = W x``)::
 
   - ``V_L`` square and well conditioned (``σ_min/σ_max > 1e-8``): ``w = V_L^{-T} u`` by a linear
     solve, so ``z = u``, ``c = 1`` and ``F_L' = F_L + α u uᵀ`` exactly;
-  - otherwise (**documented fallback**: grouped-query attention makes ``V_L`` rank-deficient; Gemma-2
-    has ``H·d_h ≠ d``): the minimum-norm least-squares solution of ``V_Lᵀ w = u``, i.e.
-    ``w = pinv(V_L)ᵀ u``. Then ``z`` is the projection of ``u`` on the row space of ``V_L`` and
-    ``c = ‖z‖²``; ``z = u`` again whenever ``V_L`` has full column rank (Gemma-2).
-    ``F_L' u = F_L u + α c u`` for any ``w`` with ``c ≠ 0``.
+  - otherwise (**documented fallback**: ``V_L`` not square, or singular): the minimum-norm
+    least-squares solution of ``V_Lᵀ w = u``, i.e. ``w = pinv(V_L)ᵀ u``. Then ``z`` is the
+    projection of ``u`` on the row space of ``V_L`` and ``c = ‖z‖²``; ``z = u`` only when ``V_L``
+    has full column rank ``d``. With grouped-query attention it cannot: the expanded ``V_L`` repeats
+    each KV head's block, so ``rank V_L ≤ n_kv·d_h``, below ``d`` for the book decoder (64 < 128)
+    and for every Gemma-2 (2B: 1024 < 2304; 9B: 2048 < 3584; 27B: 2048 < 4608), whatever ``H·d_h``
+    (9B: 4096 > 3584). ``F_L' u = F_L u + α c u`` for any ``w`` with ``c ≠ 0``.
+
+    The minimum norm matters beyond ``F_L``: a ``w`` shifted along the null space of ``V_Lᵀ``
+    leaves ``z`` and ``F_L'`` unchanged but changes ``wᵀ o_i`` (``o_i`` the concatenated head
+    outputs, whose heads attend differently), hence the real layer's output.
 
 * **α** is absolute, or, with ``relative=True``, in units of the spectral radius: ``α|c| =
   alpha · |λ_1(F_L)|`` (so ``alpha = 10`` is the book's default whatever ``c`` is).
@@ -66,6 +72,7 @@ from lib.errors import InputError
 
 __all__ = [
     "ALPHA_SWEEP",
+    "GEMMA2_ATTENTION",
     "MATRICES",
     "Direction",
     "SteeringEdit",
@@ -92,11 +99,20 @@ __all__ = [
     "spectral_report",
     "steer",
     "target_report",
+    "v_edit_anatomy",
     "word_direction",
 ]
 
 ALPHA_SWEEP: tuple[float, ...] = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 """The sweep of ``α|c| / |λ_1(F_L)|`` of chapter 5 (0 means: no edit)."""
+
+GEMMA2_ATTENTION: dict[str, tuple[int, int, int, int]] = {
+    "Gemma-2-2B": (2304, 8, 4, 256),
+    "Gemma-2-9B": (3584, 16, 8, 256),
+    "Gemma-2-27B": (4608, 32, 16, 128),
+}
+"""``(d, H, n_kv, d_h)`` of the Gemma-2 checkpoints' configs (``hidden_size``, ``num_attention_heads``,
+``num_key_value_heads``, ``head_dim``): the expanded ``V_L`` has rank at most ``n_kv·d_h < d`` in each."""
 
 MATRICES: tuple[str, ...] = ("O", "V")
 """Which weight :func:`steer` edits: the output matrix (the paper's edit) or the value matrix (a control)."""
@@ -549,14 +565,15 @@ def measured_change(before: Sequence[np.ndarray], after: Sequence[np.ndarray], u
 
     Returns:
         ``strength``: mean ``‖Δ_i‖`` (the activation-addition strength at matched norm);
-        ``sign_agreement``: fraction of tokens with ``Δ_i·u > 0``; ``along_u``: mean ``|cos(Δ_i, u)|``.
+        ``sign_agreement``: fraction of tokens with ``Δ_i·u > 0``; ``along_u``: mean ``|cos(Δ_i, u)|``
+        (``u`` any nonzero vector; a token with ``Δ_i = 0`` counts as ``cos = 0``).
 
     For the O-edit ``Δ_i = α u (wᵀ o_i)``: this equals :func:`matched_strength` and
     :func:`sign_agreement` (up to float32 rounding) and ``along_u = 1``. For the V-edit the change
     passes through every head's own attention average, ``Δ_i = α Σ_h O_h b_h Σ_j A^h_ij (uᵀ x_j)``,
     and is parallel to ``u`` only where the heads' patterns agree.
     """
-    u = spectra.as_float64(u)
+    u = as_direction(u).vector  # unit: a cosine needs it (a non-unit u once scaled along_u by ‖u‖)
     delta = np.concatenate([a - b for a, b in zip(after, before)])
     norms = np.linalg.norm(delta, axis=1)
     cos = (delta @ u) / np.where(norms > 0, norms, 1.0)
@@ -579,6 +596,71 @@ def matched_strength(edit: SteeringEdit, outputs: Sequence[np.ndarray]) -> float
 def sign_agreement(edit: SteeringEdit, outputs: Sequence[np.ndarray]) -> float:
     """Fraction of tokens with ``wᵀ o_i > 0``: those the O-edit pushes toward ``+u`` (the rest go to ``−u``)."""
     return float((_o_edit_projections(edit, outputs) > 0).mean())
+
+
+def v_edit_anatomy(edit: SteeringEdit, att: Any, heads_before: Sequence[np.ndarray],
+                   heads_after: Sequence[np.ndarray]) -> dict[str, np.ndarray | float]:
+    """Why a V-edit with the same ``F_L'`` as the O-edit does not move the tokens along ``u`` [ours].
+
+    The V-edit adds ``α b_g uᵀ`` to the value weight of KV head ``g``; query head ``h`` (of group
+    ``g(h)``) averages the changed values with its own attention pattern, so its output changes by
+    ``α b_{g(h)} s_ih`` with ``s_ih = Σ_j A^h_ij (uᵀ x_j)``, and the output projection's output by
+
+        Δ_i = α Σ_h p_h s_ih,    p_h = O_h b_{g(h)},    Σ_h p_h = O_grp b = y    (= u with MHA).
+
+    Write ``s_ih = m_i + δ_ih`` (``m_i`` the mean over heads): ``Δ_i = α (m_i y + r_i)``,
+    ``r_i = Σ_h p_h δ_ih``. If every head averaged alike (``δ = 0``) the change would be ``α m_i y``,
+    along ``y``; the spectrum of ``F = Σ_h O_h V_h`` only sees ``Σ_h p_h``. The per-head ``p_h`` are
+    large and cancel in the sum (``κ = Σ_h ‖p_h‖ / ‖y‖ ≫ 1``), so a small disagreement ``δ`` between
+    heads becomes a large change off ``u``.
+
+    Args:
+        edit: a V-edit (:func:`prepare_edit` / :func:`steer` with ``matrix="V"``).
+        att: the edited layer's :class:`AttentionWeights` (unedited; ``O`` is not changed by a V-edit).
+        heads_before, heads_after: :func:`head_outputs` without and with the edit, one ``(n, H·d_h)``
+            array per text.
+
+    Returns:
+        ``kappa`` (float); per token, all texts pooled (float64 ``(N,)``): ``text`` (index of its
+        text), ``m``, ``disagreement`` ``‖δ_i‖ / (√H |m_i|)`` (relative spread of the heads' averages),
+        ``gain`` ``‖r_i‖ / (‖δ_i‖ ‖y‖ / √H)`` (how much the per-head vectors amplify it, relative
+        to a head-independent ``y``), ``off_on`` ``‖r_i‖ / (|m_i| ‖y‖)`` (= disagreement × gain),
+        ``cos`` ``|cos(Δ_i, u)|``; and ``fit_error``: max over tokens of ``‖Δo_i − α s_i b‖ / ‖Δo_i‖``
+        (each head's change is along its ``b_g``: a check of the formula, float32 rounding).
+    """
+    if edit.matrix != "V":
+        raise InputError("v_edit_anatomy explains a V-edit; the O-edit's change α u (wᵀ o_i) is along u "
+                         "by construction")
+    O = spectra.as_float64(att.O)
+    d, H, n_kv, dh = O.shape[0], att.n_heads, att.n_kv_heads, att.head_dim
+    b = np.repeat(edit.w.reshape(n_kv, dh), H // n_kv, axis=0)                      # (H, d_h): b_{g(h)}
+    p = np.einsum("dhk,hk->hd", O.reshape(d, H, dh), b)                               # (H, d): p_h
+    y = p.sum(0)
+    ny = float(np.linalg.norm(y))
+    u = edit.u
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("text", "m", "disagreement", "gain", "off_on", "cos")}
+    fit = 0.0
+    for k, (o0, o1) in enumerate(zip(heads_before, heads_after)):
+        D = (spectra.as_float64(o1) - spectra.as_float64(o0)).reshape(-1, H, dh)      # (n, H, d_h)
+        s = np.einsum("nhk,hk->nh", D, b) / (edit.alpha * np.sum(b * b, axis=1))      # (n, H): s_ih
+        resid = np.linalg.norm((D - edit.alpha * s[:, :, None] * b[None]).reshape(len(D), -1), axis=1)
+        fit = max(fit, float(np.max(resid / np.linalg.norm(D.reshape(len(D), -1), axis=1))))
+        m = s.mean(1)
+        delta = s - m[:, None]
+        r = delta @ p                                                                 # (n, d)
+        change = s @ p                                                                # Δ_i / α
+        nd, nr = np.linalg.norm(delta, axis=1), np.linalg.norm(r, axis=1)
+        cols["text"].append(np.full(len(D), k, dtype=float))
+        cols["m"].append(m)
+        with np.errstate(divide="ignore", invalid="ignore"):  # heads that agree exactly: gain is NaN
+            cols["disagreement"].append(nd / (np.sqrt(H) * np.abs(m)))
+            cols["gain"].append(nr / (nd * ny / np.sqrt(H)))
+            cols["off_on"].append(nr / (np.abs(m) * ny))
+        cols["cos"].append(np.abs(change @ u) / np.linalg.norm(change, axis=1))
+    out: dict[str, np.ndarray | float] = {k: np.concatenate(v) for k, v in cols.items()}
+    out["kappa"] = float(np.linalg.norm(p, axis=1).sum() / ny)
+    out["fit_error"] = fit
+    return out
 
 
 # -- measurements ----------------------------------------------------------------------------------
@@ -651,40 +733,70 @@ def nearest_tokens(model: Any, X: Any, k: int = 5, E: np.ndarray | None = None) 
 
 
 # -- exercise checker ------------------------------------------------------------------------------
-def check_steering_w(fn: Any, verbose: bool = True) -> bool:
-    """Check the student's ``fn(V, u) -> w``: a ``w`` with ``c = wᵀ V u ≠ 0``, and ``V_Lᵀ w = u`` when solvable.
+def _gqa_expand(V_kv: np.ndarray, n_heads: int, head_dim: int) -> np.ndarray:
+    """The expanded ``(H·d_h, d)`` value matrix of a checkpoint value weight ``V_kv`` (``n_kv·d_h × d``):
+    query head ``h`` reads KV head ``h // (H / n_kv)``."""
+    n_kv = V_kv.shape[0] // head_dim
+    blocks = V_kv.reshape(n_kv, head_dim, -1)
+    return np.repeat(blocks, n_heads // n_kv, axis=0).reshape(n_heads * head_dim, -1)
 
-    ``V`` is ``(H·d_h, d)`` (expanded value matrix), ``u`` a unit ``(d,)``. Cases: square invertible
-    (``z = u`` exactly), GQA-style repeated rows (rank-deficient: ``z`` must be the projection of ``u``
-    on the row space), and ``H·d_h > d`` with full column rank (``z = u`` again).
+
+def check_steering_w(fn: Any, verbose: bool = True) -> bool:
+    """Check the student's ``fn(V, u) -> w``: the minimum-norm solution of ``V_Lᵀ w = u``.
+
+    ``V`` is ``(H·d_h, d)`` (expanded value matrix), ``u`` a unit ``(d,)``. Each case checks ``z = Vᵀ w``
+    (``u`` itself when ``V`` has full column rank, else the projection of ``u`` on the row space of
+    ``V``) and then ``w`` itself against ``pinv(V)ᵀ u``: a ``w`` shifted along the null space of
+    ``Vᵀ`` gives the same ``z`` but is rejected, with feedback naming the null-space component.
+    Cases: square invertible (MHA); grouped-query with ``H·d_h = d`` (the book decoder: rank
+    ``n_kv·d_h = d/2``); ``H·d_h = 2d`` with distinct heads (full column rank, a null space of
+    dimension ``d``); Gemma-2-9B-like grouped-query (``H·d_h = 8d/7 > d`` but rank
+    ``n_kv·d_h = 4d/7 < d``: ``z ≠ u``).
     """
     from lib.exercises import _run_checks  # the shared ✓/✗ reporter of the chapter exercises
 
     rng = np.random.default_rng(5)
-    d = 12
-    u = rng.standard_normal(d)
-    u /= np.linalg.norm(u)
-    V_sq = rng.standard_normal((d, d))
-    V_kv = rng.standard_normal((d // 2, d))
-    V_gqa = np.repeat(V_kv.reshape(2, 3, d), 2, axis=0).reshape(d, d)  # 2 KV heads of width 3, 4 query heads
-    V_tall = rng.standard_normal((2 * d, d))
 
-    def case(V, want_exact):
+    def unit(d: int) -> np.ndarray:
+        u = rng.standard_normal(d)
+        return u / np.linalg.norm(u)
+
+    d = 12
+    V_sq = rng.standard_normal((d, d))
+    V_gqa = _gqa_expand(rng.standard_normal((d // 2, d)), 4, 3)        # 4 query heads, 2 KV heads of width 3
+    V_tall = rng.standard_normal((2 * d, d))                            # 4 distinct heads of width 6
+    V_gemma = _gqa_expand(rng.standard_normal((8, 14)), 4, 4)           # d = 14, H·d_h = 16, n_kv·d_h = 8
+
+    def case(V: np.ndarray, u: np.ndarray):
         def run():
             w = np.asarray(fn(V.copy(), u.copy()), dtype=np.float64)
             if w.shape != (V.shape[0],):
                 return False, f"w must have shape ({V.shape[0]},) = (H·d_h,), got {w.shape}"
-            z = V.T @ w
-            if want_exact:
-                err = np.abs(z - u).max()
-                return err < 1e-8, f"max |Vᵀw − u| = {err:.2e}; solve Vᵀ w = u (do not form an inverse)"
-            P = np.linalg.pinv(V) @ V
-            err = np.abs(z - P @ u).max()
-            return err < 1e-8, f"max |z − P_row u| = {err:.2e}; use the minimum-norm solution w = pinv(V)ᵀ u"
+            if not np.all(np.isfinite(w)):
+                return False, "w has NaN or infinite entries"
+            full_rank = np.linalg.matrix_rank(V) == V.shape[1]
+            want_z = u if full_rank else np.linalg.pinv(V) @ V @ u
+            err = np.abs(V.T @ w - want_z).max()
+            if err > 1e-8:
+                what = "Vᵀw − u" if full_rank else "z − P_row u (V is rank-deficient: z is the projection of u)"
+                hint = "solve Vᵀ w = u (do not form an inverse)" if V.shape[0] == V.shape[1] and full_rank else \
+                    "use the minimum-norm least-squares solution w = pinv(V)ᵀ u (np.linalg.lstsq(V.T, u))"
+                return False, f"max |{what}| = {err:.2e}; {hint}"
+            w_min = np.linalg.pinv(V).T @ u
+            off = float(np.linalg.norm(w - w_min))
+            if off > 1e-8 * max(1.0, float(np.linalg.norm(w_min))):
+                return False, (f"z = Vᵀw is right, but w is not the minimum-norm solution: it has a component "
+                               f"of norm {off:.2e} in the null space of Vᵀ. That component leaves F_L' unchanged "
+                               "but changes wᵀo_i, hence the real layer's output; return w = pinv(V)ᵀ u "
+                               "(np.linalg.lstsq(V.T, u))")
+            return True, ""
         return run
 
     return _run_checks("check_steering_w", [
-        ("square, invertible V (MHA): z = u", case(V_sq, True)),
-        ("grouped-query V (repeated rows, rank d/2): z = projection of u", case(V_gqa, False)),
-        ("H·d_h = 2d, full column rank (Gemma-2-like): z = u", case(V_tall, True)),
+        ("square, invertible V (MHA): z = u", case(V_sq, unit(d))),
+        ("grouped-query V, H·d_h = d (book decoder: rank n_kv·d_h = d/2): z = projection of u",
+         case(V_gqa, unit(d))),
+        ("H·d_h = 2d, distinct heads (full column rank): z = u, w of minimum norm", case(V_tall, unit(d))),
+        ("grouped-query, H·d_h > d > n_kv·d_h (Gemma-2-9B-like, rank 4d/7): z = projection of u",
+         case(V_gemma, unit(14))),
     ], verbose)

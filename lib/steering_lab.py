@@ -33,7 +33,8 @@ import torch
 from lib import dynamics, spectra, steering
 from lib.plotting import titled
 
-__all__ = ["ALPHAS", "Lab", "fluency", "static_lab", "summary_chart", "sweep", "widget_lab"]
+__all__ = ["ALPHAS", "Lab", "bootstrap_pooled", "fluency", "static_lab", "summary_chart", "sweep",
+           "matched_success", "text_losses", "tradeoff", "tradeoff_chart", "widget_lab"]
 
 ALPHAS: tuple[float, ...] = (0, 1, 2, 5, 10, 20, 50, 100, 1000)
 """α|c|/|λ_1(F_L)| of the precomputed grid (0 = no edit)."""
@@ -96,12 +97,17 @@ class Lab:
             out.append(torch.cat([h[: t0 + 1], torch.stack(tail)]).numpy())
         return out
 
-    def simplified_states(self, layer: int) -> list[np.ndarray]:
-        """Simplified trajectories (L2, no FFN, no residual) with the current weights from ``layer`` on."""
+    def simplified_states(self, layer: int, attention: str = "softmax") -> list[np.ndarray]:
+        """Simplified trajectories (L2, no FFN, no residual) with the current weights from ``layer`` on.
+
+        ``attention="uniform"`` replaces every head's pattern from ``layer`` on by the same uniform
+        average (:func:`lib.dynamics.simulate`): then every head averages alike, and a layer acts
+        through ``F_t`` alone (chapter 5, the V-edit)."""
         m = self.model
         t0 = m._check_layer(layer)
         weights = [m.layer(t).attention for t in range(t0, m.n_layers)]
-        return [torch.cat([s[: t0 + 1], dynamics.simulate(weights, s[t0], normalize_input=False)[1:]]).numpy()
+        return [torch.cat([s[: t0 + 1], dynamics.simulate(weights, s[t0], normalize_input=False,
+                                                          attention=attention)[1:]]).numpy()
                 for s in self._simple]
 
     @torch.no_grad()
@@ -138,7 +144,9 @@ class Lab:
         ``F_l'``, the ``edit`` (or ``None``), scalar measures (``spectral_alignment``, ``gap_ratio``,
         ``final_real``, ``final_simplified``, ``final_actadd``, ``strength``, ``sign_agreement``,
         ``change_along_u`` (mean ``|cos|`` of the change at the output projection with ``u``); with
-        an LM head ``rank``, ``prob``, ``rank_actadd``, ``top1``), and ``text`` (continuation or nearest tokens).
+        an LM head ``rank``, ``prob``, ``rank_actadd``, ``top1``, and the per-prompt ``ranks`` and
+        ``ranks_actadd``), ``final_per_prompt`` (``{series: (sums, counts)}`` of the final tokens'
+        alignment per prompt, for :func:`bootstrap_pooled`), and ``text`` (continuation or nearest tokens).
         """
         m = self.model
         t0 = m._check_layer(layer)
@@ -171,10 +179,13 @@ class Lab:
             act = self.real_states(t0)
             if self.has_head:
                 res["logits_actadd"] = self.logits(act)
-        curves = []
+        curves, finals = [], {}
         for name, states in (("real", real), ("simplified", simple), ("activation addition (real)", act)):
-            a = np.concatenate([spectra.alignment(s, u) for s in states], axis=1).mean(1)
+            per = [spectra.alignment(s, u) for s in states]  # (L+1, n_k) per prompt
+            a = np.concatenate(per, axis=1).mean(1)
             curves.append(pd.DataFrame({"depth": np.arange(m.n_layers + 1), "series": name, "alignment": a}))
+            finals[name] = (np.array([p[-1].sum() for p in per]), np.array([p.shape[1] for p in per], dtype=float))
+        res["final_per_prompt"] = finals
         res["curves"] = pd.concat(curves, ignore_index=True)
         res.update(rep)
         res["edit"] = edit
@@ -193,6 +204,7 @@ class Lab:
                 p /= p.sum(1, keepdims=True)
                 res["rank" + suffix] = float(np.median(rank))
                 res["top1" + suffix] = float(np.mean(rank == 1))
+                res["ranks" + suffix] = rank
                 res["prob" + suffix] = float(p[:, u_dir.token_id].mean())
         return res
 
@@ -213,9 +225,10 @@ def sweep(lab: Lab, directions: Sequence[steering.Direction], alphas: Sequence[f
           layer: int = -1) -> dict[str, pd.DataFrame]:
     """Run :meth:`Lab.run` over ``directions × alphas``.
 
-    Returns ``{"summary": one row per run, "curves": alignment per depth, "eigvals": the spectrum of
-    F_l' per run, "text": the output per run}``; every table has ``direction``, ``alpha`` and ``ai``
-    (the index of α in ``alphas``, what the static sliders select).
+    Returns ``{"summary": one row per run (with 95% bootstrap intervals over prompts, ``*_lo`` and
+    ``*_hi``, of the final alignments and of the top-1 rate), "curves": alignment per depth,
+    "eigvals": the spectrum of F_l' per run, "text": the output per run}``; every table has
+    ``direction``, ``alpha`` and ``ai`` (the index of α in ``alphas``, what the static sliders select).
     """
     rows, curves, eigs, texts = [], [], [], []
     scalar = ("spectral_alignment", "gap_ratio", "lambda1_modulus", "c", "strength", "sign_agreement", "final_real",
@@ -226,13 +239,148 @@ def sweep(lab: Lab, directions: Sequence[steering.Direction], alphas: Sequence[f
         for ai, a in enumerate(alphas):
             r = lab.run(d, a, layer)
             key = {"direction": d.label, "alpha": float(a), "ai": ai}
-            rows.append({**key, **{k: r[k] for k in scalar if k in r}})
+            ci = {}
+            for name, col in (("real", "final_real"), ("simplified", "final_simplified"),
+                              ("activation addition (real)", "final_actadd")):
+                ci[col + "_lo"], ci[col + "_hi"] = bootstrap_pooled(*r["final_per_prompt"][name])
+            if "ranks" in r:
+                ci["top1_lo"], ci["top1_hi"] = bootstrap_pooled((r["ranks"] == 1).astype(float))
+            rows.append({**key, **{k: r[k] for k in scalar if k in r}, **ci})
             curves.append(r["curves"].assign(**key))
             lam = r["eigvals"] / radius
             eigs.append(pd.DataFrame({"re": lam.real, "im": lam.imag, "k": np.arange(lam.size), **key}))
             texts.append({**key, "text": r["text"]})
     return {"summary": pd.DataFrame(rows), "curves": pd.concat(curves, ignore_index=True),
             "eigvals": pd.concat(eigs, ignore_index=True), "text": pd.DataFrame(texts)}
+
+
+def bootstrap_pooled(sums: Any, counts: Any = None, *, n_boot: int = 2000, level: float = 0.95,
+                     seed: int = 0, transform: Any = None) -> tuple[float, float]:
+    """Percentile bootstrap interval over prompts of a pooled mean ``Σ sums / Σ counts``.
+
+    Args:
+        sums: per-prompt sums ``(P,)`` (e.g. the summed alignment of a prompt's tokens, or 1/0 hits).
+        counts: per-prompt counts ``(P,)`` (tokens); ``None`` means one per prompt (a plain mean).
+        transform: applied to each resampled pooled mean (``np.exp`` for a perplexity from losses).
+
+    Returns:
+        ``(lo, hi)``; vectorised: one ``(n_boot, P)`` index draw from ``default_rng(seed)``.
+    """
+    x = np.asarray(sums, dtype=np.float64)
+    n = np.ones_like(x) if counts is None else np.asarray(counts, dtype=np.float64)
+    idx = np.random.default_rng(seed).integers(0, x.size, size=(n_boot, x.size))
+    stat = x[idx].sum(1) / n[idx].sum(1)
+    if transform is not None:
+        stat = transform(stat)
+    q = (1 - level) / 2
+    lo, hi = np.quantile(stat, [q, 1 - q])
+    return float(lo), float(hi)
+
+
+@torch.no_grad()
+def text_losses(model: Any, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per text: the summed next-token cross-entropy (nats) and the number of predicted tokens,
+    float64 ``(P,)`` each (``exp(Σ sums / Σ counts)`` is the perplexity of ``heldout_loss``).
+
+    One right-padded batch: with causal attention the pads after a text change none of its logits.
+    """
+    hf, tok = model.hf_model, model.tokenizer
+    device = next(hf.parameters()).device
+    enc = [tok(t)["input_ids"] for t in texts]
+    n = max(map(len, enc))
+    ids = torch.zeros((len(enc), n), dtype=torch.long, device=device)
+    mask = torch.zeros((len(enc), n), dtype=torch.long, device=device)
+    for k, e in enumerate(enc):
+        ids[k, : len(e)] = torch.as_tensor(e)
+        mask[k, : len(e)] = 1
+    logp = torch.log_softmax(hf(input_ids=ids, attention_mask=mask).logits[:, :-1].double(), -1)
+    nll = -logp.gather(-1, ids[:, 1:, None])[..., 0] * mask[:, 1:]
+    return nll.sum(1).cpu().numpy(), mask[:, 1:].sum(1).double().cpu().numpy()
+
+
+def tradeoff(lab: Lab, direction: steering.Direction, heldout: Sequence[str], alphas: Sequence[float] = ALPHAS,
+             strengths: Sequence[float] | None = None, layer: int = -1) -> pd.DataFrame:
+    """Success against fluency for the eigen-edit and activation addition, each over its own strength grid.
+
+    The eigen-edit runs at every ``α`` of ``alphas`` (units of ``|λ_1(F_l)|``), activation addition at
+    every ``s`` of ``strengths`` (default: the strengths ``s(α)`` matching the eigen-edit's mean change,
+    :func:`lib.steering.matched_strength`); each method's curve is traced over its own grid [ours].
+
+    Success is measured on ``lab.texts`` (the target token's rank at the last position: top-1 rate and
+    mean reciprocal rank), fluency on ``heldout`` (perplexity, :func:`text_losses`). Intervals: 95%
+    percentile bootstrap over prompts (success) and over held-out texts (perplexity).
+
+    Returns:
+        one row per run: ``method``, ``alpha`` (eigen-edit; NaN for activation addition), ``strength``
+        (mean norm of the change at the output projection), ``top1`` (+ ``_lo``, ``_hi``), ``mrr``,
+        ``ppl`` (+ ``_lo``, ``_hi``).
+    """
+    if not lab.has_head or direction.token_id is None:
+        raise steering.InputError("tradeoff needs a decoder with an LM head and a word direction (a target token)")
+    m = lab.model
+    t0 = m._check_layer(layer)
+    outs = lab.head_outputs(t0)
+    if t0 not in lab._radius:
+        lab._radius[t0] = float(spectra.spectral_radius(m.layer(t0).attention.layer_matrix()))
+    rows = []
+
+    def measure(method: str, a: float, s: float) -> None:
+        z = lab.logits(lab.real_states(t0))
+        rank = (z > z[:, [direction.token_id]]).sum(1) + 1
+        ls, lc = text_losses(m, heldout)
+        lo, hi = bootstrap_pooled((rank == 1).astype(float))
+        plo, phi = bootstrap_pooled(ls, lc, transform=np.exp)
+        rows.append({"method": method, "alpha": float(a), "strength": float(s), "top1": float(np.mean(rank == 1)),
+                     "top1_lo": lo, "top1_hi": hi, "mrr": float(np.mean(1.0 / rank)),
+                     "ppl": math.exp(ls.sum() / lc.sum()), "ppl_lo": plo, "ppl_hi": phi})
+
+    matched = []
+    for a in alphas:
+        with steering.maybe_steer(m, direction, a, layer=t0, radius=lab._radius[t0]) as edit:
+            matched.append(steering.matched_strength(edit, outs) if edit is not None else 0.0)
+            measure("eigen-edit", a, matched[-1])
+    for s in matched if strengths is None else strengths:
+        with steering.activation_addition(m, direction, s, layer=t0):
+            measure("activation addition", float("nan"), s)
+    return pd.DataFrame(rows)
+
+
+def matched_success(df: pd.DataFrame) -> pd.DataFrame:
+    """At matched success: for each eigen-edit run of :func:`tradeoff` with a nonzero top-1 rate, the
+    activation-addition run of lowest perplexity among those whose top-1 rate is at least as high.
+
+    Returns one row per such eigen-edit run: ``alpha``, ``top1``, ``ppl`` (+ ``_lo``, ``_hi``) of the
+    eigen-edit, the same with the prefix ``aa_`` for activation addition (NaN when no run reaches
+    that rate), ``cheaper`` (activation addition's perplexity is lower) and ``separated`` (its 95%
+    interval lies wholly below the eigen-edit's).
+    """
+    eig = df[(df.method == "eigen-edit") & (df.top1 > 0)]
+    aa = df[df.method == "activation addition"]
+    cols = ["top1", "ppl", "ppl_lo", "ppl_hi"]
+    rows = []
+    for _, e in eig.iterrows():
+        ok = aa[aa.top1 >= e.top1]
+        best = ok.loc[ok.ppl.idxmin()] if len(ok) else pd.Series({c: np.nan for c in cols})
+        rows.append({"alpha": e.alpha, **{c: e[c] for c in cols}, **{"aa_" + c: best[c] for c in cols},
+                     "cheaper": bool(best.ppl < e.ppl), "separated": bool(best.ppl_hi < e.ppl_lo)})
+    return pd.DataFrame(rows)
+
+
+def tradeoff_chart(df: pd.DataFrame, *, model: str, title: str) -> alt.TopLevelMixin:
+    """Top-1 rate against perplexity (log), one line per method along its strength grid, with 95%
+    bootstrap intervals in both directions."""
+    base = alt.Chart(df).encode(color=alt.Color("method:N", title=None, legend=alt.Legend(orient="bottom")))
+    lo, hi = float(df.ppl_lo.min()), float(df.ppl_hi.max())
+    x = alt.X("ppl:Q", scale=alt.Scale(type="log", domain=[lo / 1.2, hi * 1.2], nice=False),
+              title="held-out perplexity (log)")
+    line = base.mark_line(point=True).encode(
+        x=x, y=alt.Y("top1:Q", title="top-1 rate of the target", scale=alt.Scale(domain=[0, 1])),
+        order="strength:Q",
+        tooltip=["method:N", alt.Tooltip("alpha:Q", title="α|c|/|λ₁|"), alt.Tooltip("strength:Q", format=".1f"),
+                 alt.Tooltip("top1:Q", format=".2f"), alt.Tooltip("ppl:Q", format=".1f")])
+    ybar = base.mark_rule().encode(x="ppl:Q", y="top1_lo:Q", y2="top1_hi:Q")
+    xbar = base.mark_rule().encode(x="ppl_lo:Q", x2="ppl_hi:Q", y="top1:Q")
+    return titled(alt.layer(line, ybar, xbar).properties(width=420, height=240), title, model)
 
 
 def fluency(lab: Lab, direction: steering.Direction, heldout: Sequence[str], alphas: Sequence[float] = ALPHAS,

@@ -104,22 +104,57 @@ def test_restored_after_exception(tiny_dir):
     assert all(torch.equal(before[k], after[k]) for k in before)
 
 
-def test_choice_of_w_per_family(tiny_dir):
-    """Square invertible V: solve, z = u. GQA (Llama): pinv, c = ‖P_row u‖². Gemma-2 (H·d_h = 2d): z = u."""
+def _gemma2_gqa_model(tmp_path):
+    """A tiny random Gemma-2 shaped like Gemma-2-9B: H·d_h = 48 > d = 32 > n_kv·d_h = 24."""
+    from transformers import AutoModel, Gemma2Config
+
+    cfg = Gemma2Config(vocab_size=VOCAB, max_position_embeddings=64, hidden_size=32, intermediate_size=64,
+                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=12,
+                       query_pre_attn_scalar=12, sliding_window=4)
+    torch.manual_seed(0)
+    AutoModel.from_config(cfg).save_pretrained(tmp_path)
+    return lib.load_model(str(tmp_path))
+
+
+def test_choice_of_w_per_family(tiny_dir, tmp_path):
+    """w against an independent float64 computation: square invertible V (BERT): w = V^{-T} u, z = u.
+    GQA (Llama; Gemma-2 shaped like 9B, H·d_h > d): w = pinv(V)ᵀ u, z = P_row u ≠ u, c = ‖P_row u‖² < 1,
+    because the expanded V has rank n_kv·d_h < d whatever H·d_h."""
     u = steering.random_direction(32, seed=4)
-    for family, method, exact in [("bert", "solve", True), ("llama", "pinv", False), ("gemma2", "pinv", True)]:
-        model = lib.load_model(str(tiny_dir(family)))
+    gemma = _gemma2_gqa_model(tmp_path)
+    att = gemma.layer(-1).attention
+    assert att.n_heads * att.head_dim == 48 and att.n_kv_heads * att.head_dim == 24
+    assert np.linalg.matrix_rank(spectra.as_float64(att.V)) == 24 < gemma.d_model
+    for family, model in [("bert", lib.load_model(str(tiny_dir("bert")))),
+                          ("llama", lib.load_model(str(tiny_dir("llama")))), ("gemma2-9b-like", gemma)]:
         edit = steering.prepare_edit(model, u, 10)
-        assert edit.method == method
         V = spectra.as_float64(model.layer(-1).attention.V)
-        if exact:
+        if family == "bert":
+            assert edit.method == "solve"
+            assert np.abs(edit.w - np.linalg.inv(V.T) @ u.vector).max() < 1e-9 * np.abs(edit.w).max()
             assert np.abs(edit.z - u.vector).max() < 1e-9
             assert edit.c == pytest.approx(1.0)
         else:
+            assert edit.method == "pinv"
+            assert np.abs(edit.w - np.linalg.pinv(V).T @ u.vector).max() < 1e-9 * np.abs(edit.w).max()
             Pu = np.linalg.pinv(V) @ V @ u.vector
             assert np.abs(edit.z - Pu).max() < 1e-9
             assert edit.c == pytest.approx(float(Pu @ Pu))
-            assert 0 < edit.c < 1
+            assert 0 < edit.c < 0.99, family
+
+
+def test_gqa_value_rank_is_bounded_by_the_kv_width():
+    """The expanded V of grouped-query attention has rank ≤ n_kv·d_h: for Gemma-2-9B's shape scaled down
+    (d = 56, H = 16, n_kv = 8, d_h = 4: H·d_h = 64 > d, n_kv·d_h = 32 < d) no w solves Vᵀw = u."""
+    rng = np.random.default_rng(0)
+    d, H, n_kv, dh = 56, 16, 8, 4
+    V = steering._gqa_expand(rng.standard_normal((n_kv * dh, d)), H, dh)
+    assert V.shape == (H * dh, d) and np.linalg.matrix_rank(V) == n_kv * dh < d
+    u = steering.random_direction(d, seed=1).vector
+    w, method = steering.choose_w(V, u)
+    assert method == "pinv" and np.linalg.norm(V.T @ w - u) > 0.1
+    for d_, H_, nkv_, dh_ in steering.GEMMA2_ATTENTION.values():  # the real checkpoints: rank bound below d
+        assert nkv_ * dh_ < d_ and H_ % nkv_ == 0
 
 
 def test_grouped_output_reproduces_F(tiny_dir):
@@ -261,11 +296,114 @@ def test_lab_fast_path_matches_full_forward(tiny_dir):
     assert np.array_equal(fast, full)
 
 
-def test_checker_accepts_reference_and_rejects_wrong_w():
+def _null_shifted_w(V, u):
+    """The minimum-norm w plus a vector of the null space of Vᵀ: it still solves Vᵀw = u (or gives the
+    same projection), so every invariant of F_L' holds, but it is not the minimum-norm solution."""
+    w = steering.choose_w(V, u)[0]
+    r = np.random.default_rng(0).standard_normal(V.shape[0])
+    return w + r - V @ np.linalg.pinv(V) @ r
+
+
+def test_checker_accepts_reference_and_rejects_wrong_w(capsys):
     assert steering.check_steering_w(lambda V, u: steering.choose_w(V, u)[0], verbose=False)
+    assert steering.check_steering_w(lambda V, u: np.linalg.lstsq(V.T, u, rcond=None)[0], verbose=False)
     assert not steering.check_steering_w(lambda V, u: V @ u, verbose=False)
     assert not steering.check_steering_w(lambda V, u: np.linalg.solve(V, u) if V.shape[0] == V.shape[1] else V @ u,
                                          verbose=False)
+    capsys.readouterr()
+    assert not steering.check_steering_w(_null_shifted_w)
+    out = capsys.readouterr().out
+    assert "not the minimum-norm solution" in out and "null space of Vᵀ" in out
+    assert "✓ square, invertible V" in out  # a square invertible V has no null space: nothing to shift
+
+
+def test_checker_gemma_case_is_rank_deficient():
+    """The checker's Gemma-2-like case has H·d_h > d but rank n_kv·d_h < d: a fn that returns a w with
+    Vᵀw = u exactly is impossible there, and the reference's z is the projection of u."""
+    seen = []
+
+    def spy(V, u):
+        seen.append((V, u))
+        return steering.choose_w(V, u)[0]
+
+    assert steering.check_steering_w(spy, verbose=False)
+    V, u = seen[-1]
+    assert V.shape[0] > V.shape[1] > np.linalg.matrix_rank(V)
+    assert np.linalg.norm(V.T @ steering.choose_w(V, u)[0] - u) > 0.1
+
+
+def test_null_space_shift_leaves_F_but_changes_the_real_output(tiny_dir):
+    """Why the minimum norm matters (GQA Llama): a w shifted along the null space of Vᵀ gives the same
+    F_L' but a different output, because query heads that share a KV head attend differently."""
+    model = lib.load_model(str(tiny_dir("llama")))
+    u = steering.random_direction(32, seed=9)
+    V = spectra.as_float64(model.layer(-1).attention.V)
+    outs = []
+    for w in (steering.choose_w(V, u.vector)[0], _null_shifted_w(V, u.vector)):
+        with steering.steer(model, u, 20, w=w) as edit:
+            outs.append((model.layer_matrices()[-1].numpy(), model.hidden_states_ids(_ids())[-1].numpy(), edit.c))
+    (F1, h1, c1), (F2, h2, c2) = outs
+    assert c1 == pytest.approx(c2) and np.abs(F1 - F2).max() < 1e-5 * np.abs(F1).max()
+    assert np.abs(h1 - h2).max() > 1e-2
+
+
+def test_spectral_report_against_a_known_spectrum():
+    """spectral_report pinned to a matrix built from its eigendecomposition (real λ₁, then a complex pair)."""
+    rng = np.random.default_rng(0)
+    d = 6
+    S = rng.standard_normal((d, d))
+    u = rng.standard_normal(d)
+    u /= np.linalg.norm(u)
+    lam = np.array([3.0, -2.0, 1.5, 1.0, 0.5, 0.1])
+    rep = steering.spectral_report(S @ np.diag(lam) @ np.linalg.inv(S), u)
+    v1 = S[:, 0] / np.linalg.norm(S[:, 0])
+    assert rep["spectral_alignment"] == pytest.approx(abs(v1 @ u), abs=1e-10)
+    assert rep["lambda1_modulus"] == pytest.approx(3.0) and rep["gap_ratio"] == pytest.approx(2 / 3)
+    assert not rep["complex"] and np.allclose(np.sort(np.abs(rep["eigvals"]))[::-1], np.abs(lam))
+    # complex pair 2 ± 1i on the plane (S0, S1): the alignment is ‖projection of u on that plane‖
+    R = np.diag([0.0, 0, 1.0, 0.8, 0.5, 0.1])
+    R[:2, :2] = [[2.0, -1.0], [1.0, 2.0]]
+    rep = steering.spectral_report(S @ R @ np.linalg.inv(S), u)
+    Q, _ = np.linalg.qr(S[:, :2])
+    assert rep["complex"] and rep["lambda1_modulus"] == pytest.approx(np.sqrt(5))
+    assert rep["spectral_alignment"] == pytest.approx(np.linalg.norm(Q.T @ u), abs=1e-10)
+    assert rep["gap_ratio"] == pytest.approx(1.0 / np.sqrt(5))
+
+
+def _fake_edit(alpha, w, u):
+    return steering.SteeringEdit(layer=0, u=u, label="u", alpha=alpha, alpha_rel=1.0, w=w, z=u, c=1.0,
+                                 method="given", radius=1.0, shared=False, matrix="O", y=u)
+
+
+def test_matched_strength_and_sign_agreement_by_hand():
+    """Pooled over every token of texts of unequal length (not a mean of per-text means), by explicit loops."""
+    rng = np.random.default_rng(1)
+    u = np.eye(3)[0]
+    w = rng.standard_normal(4)
+    outs = [rng.standard_normal((n, 4)) for n in (1, 5, 2)]
+    edit = _fake_edit(2.5, w, u)
+    tokens = [o for text in outs for o in text]
+    want_s = 2.5 * sum(abs(float(np.dot(w, o))) for o in tokens) / len(tokens)
+    want_sign = sum(float(np.dot(w, o)) > 0 for o in tokens) / len(tokens)
+    assert steering.matched_strength(edit, outs) == pytest.approx(want_s, rel=1e-12)
+    assert steering.sign_agreement(edit, outs) == pytest.approx(want_sign, rel=1e-12)
+    assert want_sign != pytest.approx(np.mean([np.mean(o @ w > 0) for o in outs]))  # the case tells them apart
+
+
+def test_measured_change_by_hand():
+    """strength, sign agreement and mean |cos| with u of Δ_i = after − before, pooled over tokens by hand."""
+    rng = np.random.default_rng(2)
+    u = rng.standard_normal(3)
+    before = [rng.standard_normal((n, 3)) for n in (1, 4)]
+    deltas = [np.array([[1.0, 2.0, -2.0]]), rng.standard_normal((4, 3))]
+    after = [b + dl for b, dl in zip(before, deltas)]
+    rows = [r for dl in deltas for r in dl]
+    norm = [float(np.sqrt(np.sum(r ** 2))) for r in rows]
+    ch = steering.measured_change(before, after, u)
+    assert ch["strength"] == pytest.approx(sum(norm) / 5, rel=1e-12)
+    assert ch["sign_agreement"] == pytest.approx(sum(float(r @ u) > 0 for r in rows) / 5)
+    want = sum(abs(float(r @ u)) / (n * np.linalg.norm(u)) for r, n in zip(rows, norm)) / 5
+    assert ch["along_u"] == pytest.approx(want, rel=1e-12)
 
 
 def test_book_decoder_target_rank_improves():
@@ -363,3 +501,130 @@ def test_lab_output_text_is_wrapped_not_cut():
     assert len(lines) > 1 and all(len(line) <= steering_lab.TEXT_CHARS for line in lines)
     assert " ".join(lines) == long
     assert panel["mark"]["lineBreak"] == "\n" and panel["height"] >= 16 * len(lines)
+
+
+def test_v_edit_anatomy_by_hand():
+    """v_edit_anatomy against explicit loops on a synthetic GQA layer (H = 4 query heads, 2 KV heads)."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(3)
+    d, H, n_kv, dh, alpha = 5, 4, 2, 2, 7.0
+    att = SimpleNamespace(O=rng.standard_normal((d, H * dh)), n_heads=H, n_kv_heads=n_kv, head_dim=dh)
+    b = rng.standard_normal(n_kv * dh)
+    p = [att.O[:, h * dh:(h + 1) * dh] @ b[(h // 2) * dh:(h // 2 + 1) * dh] for h in range(H)]
+    u = sum(p) / np.linalg.norm(sum(p))
+    edit = steering.SteeringEdit(layer=0, u=u, label="u", alpha=alpha, alpha_rel=1.0, w=b, z=u, c=1.0,
+                                 method="given", radius=1.0, shared=False, matrix="V", y=sum(p))
+    S = [rng.standard_normal((3, H)), np.tile(rng.standard_normal((2, 1)), (1, H))]  # disagreeing, then agreeing heads
+    before = [rng.standard_normal((len(s_), H * dh)) for s_ in S]
+    after = [o + alpha * np.concatenate([s_[:, [h]] * b[(h // 2) * dh:(h // 2 + 1) * dh] for h in range(H)], axis=1)
+             for o, s_ in zip(before, S)]
+    a = steering.v_edit_anatomy(edit, att, before, after)
+    rows = [r for s_ in S for r in s_]
+    for i, s_i in enumerate(rows):
+        change = sum(s_i[h] * p[h] for h in range(H))
+        m = s_i.mean()
+        r = sum((s_i[h] - m) * p[h] for h in range(H))
+        assert a["cos"][i] == pytest.approx(abs(change @ u) / np.linalg.norm(change), rel=1e-9)
+        assert a["m"][i] == pytest.approx(m, rel=1e-9)
+        assert a["off_on"][i] == pytest.approx(np.linalg.norm(r) / (abs(m) * np.linalg.norm(sum(p))), rel=1e-9, abs=1e-9)
+    assert np.allclose(a["cos"][3:], 1.0)  # heads that agree change the token along y = u
+    assert a["kappa"] == pytest.approx(sum(np.linalg.norm(q) for q in p) / np.linalg.norm(sum(p)))
+    assert a["fit_error"] < 1e-12
+    with pytest.raises(InputError, match="V-edit"):
+        steering.v_edit_anatomy(_fake_edit(1.0, b, u), att, before, after)
+
+
+def test_v_edit_anatomy_matches_the_measured_change(minilm):
+    """On MiniLM the anatomy's |cos(Δ_i, u)|, rebuilt from the head outputs, equals the change measured
+    at the output projection, and the per-head vectors cancel (κ ≫ 1)."""
+    from lib.decoder import language
+
+    texts = language.prompts(3)
+    u = steering.word_direction(minilm, "ocean")
+    h0, p0 = steering.head_outputs(minilm, texts), steering.projection_outputs(minilm, texts)
+    with steering.steer(minilm, u, 100, matrix="V") as edit:
+        h1, p1 = steering.head_outputs(minilm, texts), steering.projection_outputs(minilm, texts)
+    a = steering.v_edit_anatomy(edit, minilm.layer(-1).attention, h0, h1)
+    assert a["fit_error"] < 1e-4 and a["kappa"] > 10
+    assert float(np.mean(a["cos"])) == pytest.approx(steering.measured_change(p0, p1, u.vector)["along_u"], rel=1e-3)
+
+
+def test_bootstrap_pooled_against_a_loop():
+    from lib.steering_lab import bootstrap_pooled
+
+    rng = np.random.default_rng(4)
+    sums, counts = rng.random(7) * 5, rng.integers(1, 6, 7).astype(float)
+    draws = np.random.default_rng(0).integers(0, 7, size=(500, 7))
+    stats = [np.exp(sum(sums[k] for k in row) / sum(counts[k] for k in row)) for row in draws]
+    lo, hi = bootstrap_pooled(sums, counts, n_boot=500, transform=np.exp)
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(stats, [0.025, 0.975])), rel=1e-12)
+    assert bootstrap_pooled(np.full(5, 0.3)) == pytest.approx((0.3, 0.3))
+
+
+def test_text_losses_match_one_text_at_a_time():
+    """The padded batch gives each text the loss of its own unpadded forward pass."""
+    from lib.decoder import language
+    from lib.steering_lab import text_losses
+
+    model = lib.load_model("book-decoder", with_lm_head=True)
+    texts = language.prompts(5, seed=5)
+    sums, counts = text_losses(model, texts)
+    for text, s_, n in zip(texts, sums, counts):
+        ids = torch.tensor([model.tokenizer(text)["input_ids"]])
+        with torch.no_grad():
+            loss = float(model.hf_model(input_ids=ids, labels=ids).loss)
+        assert n == ids.shape[1] - 1 and s_ == pytest.approx(loss * n, rel=1e-5)
+
+
+def test_matched_success_picks_the_cheapest_at_least_as_successful_run():
+    import pandas as pd
+
+    from lib.steering_lab import matched_success
+
+    df = pd.DataFrame({
+        "method": ["eigen-edit"] * 3 + ["activation addition"] * 3,
+        "alpha": [0, 10, 100, np.nan, np.nan, np.nan],
+        "top1": [0.0, 0.3, 0.6, 0.2, 0.4, 1.0], "ppl": [8, 20, 90, 10, 15, 80],
+        "ppl_lo": [7, 17, 60, 9, 14, 70], "ppl_hi": [9, 25, 120, 11, 16, 95]})
+    ms = matched_success(df)
+    assert list(ms.alpha) == [10, 100]
+    assert list(ms.aa_top1) == [0.4, 1.0] and list(ms.aa_ppl) == [15, 80]
+    assert list(ms.cheaper) == [True, True] and list(ms.separated) == [True, False]
+
+
+def test_tradeoff_agrees_with_lab_run():
+    """The trade-off's eigen-edit top-1 equals Lab.run's; α = 0 and s = 0 are the unedited model."""
+    from lib.decoder import language
+    from lib.steering_lab import Lab, tradeoff
+
+    model = lib.load_model("book-decoder", with_lm_head=True)
+    lab = Lab(model, language.prompts(6), prompt="the dog")
+    u = steering.word_direction(model, "the")
+    df = tradeoff(lab, u, language.prompts(3, seed=5), alphas=(0, 100), strengths=(0.0,))
+    r = lab.run(u, 100, text=False)
+    eig = df[df.method == "eigen-edit"].set_index("alpha")
+    assert eig.loc[100, "top1"] == pytest.approx(r["top1"])
+    assert eig.loc[100, "strength"] == pytest.approx(r["strength"])
+    aa0 = df[df.method == "activation addition"].iloc[0]
+    assert aa0.ppl == pytest.approx(eig.loc[0, "ppl"]) and aa0.top1 == eig.loc[0, "top1"]
+    assert eig.loc[100, "top1_lo"] <= eig.loc[100, "top1"] <= eig.loc[100, "top1_hi"]
+
+
+def test_v_edit_equals_o_edit_when_heads_attend_alike(minilm):
+    """The explanation of the V-edit's failure, as a counterfactual: with uniform attention (every head
+    averages alike) the simplified model moves the tokens identically under both edits; with the heads'
+    own softmax patterns the V-edit does not."""
+    from lib.decoder import language
+    from lib.steering_lab import Lab
+
+    lab = Lab(minilm, language.prompts(3), prompt="the dog")
+    u = steering.word_direction(minilm, "ocean")
+    final = {}
+    for att in ("uniform", "softmax"):
+        for matrix in steering.MATRICES:
+            with steering.steer(minilm, u, 100, matrix=matrix):
+                states = lab.simplified_states(-1, attention=att)
+            final[att, matrix] = float(np.concatenate([spectra.alignment(s[-1], u.vector) for s in states]).mean())
+    assert final["uniform", "O"] == pytest.approx(final["uniform", "V"], abs=1e-4)
+    assert final["softmax", "O"] > 0.9 > 0.2 > final["softmax", "V"]
