@@ -15,6 +15,16 @@ paper's (signed vs absolute, which tokens, how the average is taken). For prompt
 (the *planar* variant). Means run over all kept (prompt, token) pairs, so long prompts weigh more;
 confidence intervals resample *prompts* (the independent unit) with replacement.
 
+**Chance levels.** ``a(x, B)`` is an absolute cosine (or the norm of a projection), so γ_t > 0 holds by
+construction; what means something is γ_t against its chance level. For a uniformly random unit ``x``
+and a fixed ``k``-dimensional ``B``, ``a² ~ Beta(k/2, (d−k)/2)`` and ``E a = c_{d,k}``
+(:func:`baseline_subspace`): a plane catches more than a line (``c_{384,2} = 0.0640`` against
+``c_{384,1} = 0.0407``). Every ratio divides γ_t by the chance level of *its own* basis dimension ``k_t``
+(:func:`chance_levels`). The null (:func:`null_draws`, :func:`random_null`) replaces ``B_t`` by uniformly
+random ``k_t``-dimensional subspaces and keeps the real (anisotropic) states, and the p-value of an
+observed statistic is its rank among the draws, ``p = (1 + #{null ≥ observed}) / (m + 1)``, with a
+Benjamini–Hochberg correction across layers.
+
 Layout: every function takes token states as rows. A :class:`TokenStates` holds the trajectories of
 many prompts concatenated along the token axis, ``(T+1, N, d)`` float64, with the prompt index and the
 special-token flag of every token. Bases are stacked per layer as ``(T, d, k)`` and zero-padded to a
@@ -40,16 +50,22 @@ __all__ = [
     "NullRange",
     "TokenStates",
     "baseline_subspace",
+    "basis_dims",
     "bootstrap_ratio",
+    "chance_levels",
     "check_gamma_rho",
     "cross_layer",
     "diagonal_wins",
     "eigen_bases",
+    "empirical_p",
+    "fixed_direction_profile",
     "gamma_rho",
     "gamma_rho_table",
+    "null_draws",
     "null_range",
     "random_directions",
     "random_null",
+    "random_subspaces",
     "range_position",
     "shared_convergence",
     "step_alignment",
@@ -76,6 +92,35 @@ def random_directions(d: int, m: int, seed: int = 0) -> np.ndarray:
     """``m`` independent uniformly random unit vectors in ``R^d``, float64 ``(m, d)``."""
     u = np.random.default_rng(seed).standard_normal((m, d))
     return u / np.linalg.norm(u, axis=1, keepdims=True)
+
+
+def random_subspaces(d: int, k: int, m: int, rng: np.random.Generator) -> np.ndarray:
+    """``m`` independent uniformly random ``k``-dimensional subspaces of ``R^d``: orthonormal bases ``(m, d, k)``.
+
+    QR of a Gaussian ``(d, k)`` matrix: the Gaussian law is rotation-invariant, so the span of ``Q`` is
+    uniform (Haar) on the Grassmannian, whatever sign convention the QR uses.
+    """
+    if not 1 <= k <= d:
+        raise ValueError(f"need 1 <= k <= d, got k = {k}, d = {d}")
+    return np.linalg.qr(rng.standard_normal((m, d, k)))[0]
+
+
+def chance_levels(d: int, k: Any) -> np.ndarray:
+    """:func:`baseline_subspace` ``c_{d,k}`` for every entry of the integer array ``k`` (float64, same shape)."""
+    k = np.asarray(k, dtype=int)
+    return np.array([baseline_subspace(d, int(x)) for x in k.reshape(-1)]).reshape(k.shape)
+
+
+def basis_dims(bases: Any) -> np.ndarray:
+    """The dimension actually used by each zero-padded basis: ``(T,)`` int for ``(T, d, k)``, ``()`` for ``(d, k)``.
+
+    A used column has norm 1 and a padding column norm 0, so the count of columns with norm above 1/2
+    is exact. An :class:`EigenBases` gives its ``k1`` (the bases of its ``v1``).
+    """
+    if isinstance(bases, EigenBases):
+        return np.asarray(bases.k1, dtype=int)
+    B = spectra.as_float64(bases)
+    return (np.linalg.norm(B, axis=-2) > 0.5).sum(axis=-1)
 
 
 # -- token states --------------------------------------------------------------------------------------
@@ -331,9 +376,14 @@ def gamma_rho(
 
     Returns:
         One row per layer (``layer`` 1-based) with ``gamma``, ``gamma_in``, ``tilt``, ``rho`` and
-        ``*_lo`` / ``*_hi`` interval columns, plus ``tokens`` and ``prompts`` (those with a kept token).
+        ``*_lo`` / ``*_hi`` interval columns, ``k`` (the dimension of the layer's basis), ``chance``
+        (``c_{d,k}``, :func:`baseline_subspace`), ``gamma_ratio`` = γ_t / chance with its interval
+        (``gamma_ratio_lo`` / ``_hi``: the bootstrap interval of γ_t over the same constant), plus
+        ``tokens`` and ``prompts`` (those with a kept token).
     """
     B = bases.v1 if isinstance(bases, EigenBases) else bases
+    k = np.broadcast_to(basis_dims(bases), (ts.steps,))
+    chance = chance_levels(ts.d, k)
     a_in, a_out = token_alignments(ts, B)
     counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
     per_token = {"gamma": a_out, "gamma_in": a_in, "tilt": a_out - a_in, "rho": (a_out > a_in).astype(np.float64)}
@@ -341,47 +391,172 @@ def gamma_rho(
     for name, vals in per_token.items():
         est, lo, hi = bootstrap_ratio(_prompt_sums(vals, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
         out.update({name: est, f"{name}_lo": lo, f"{name}_hi": hi})
+    out.update({"k": k.copy(), "chance": chance})
+    for suffix in ("", "_lo", "_hi"):
+        out[f"gamma_ratio{suffix}"] = out[f"gamma{suffix}"] / chance
     out["tokens"] = np.full(ts.steps, ts.prompt.size)
     out["prompts"] = np.full(ts.steps, int((counts > 0).sum()))
     return pd.DataFrame(out)
 
 
-def random_null(ts: TokenStates, *, m: int = 100, seed: int = 0, ci: float = 0.95) -> pd.DataFrame:
-    """γ_t and ρ_t against ``m`` random unit directions ``u`` instead of ``v_{1,t}`` (anisotropy control).
+def null_draws(
+    ts: TokenStates, bases: np.ndarray | EigenBases, *, m: int = 1000, seed: int = 0, chunk: int = 250
+) -> tuple[np.ndarray, np.ndarray]:
+    """γ_t and ρ_t of the real states against ``m`` uniformly random subspaces of each layer's own dimension.
 
-    The same ``u`` serves every layer. Real hidden states are far from isotropic, so ``γ_t(u)`` can sit
-    well above ``b_d`` and ``ρ_t(u)`` away from 0.5; ``ρ_t > 0.5`` means something only next to this null.
+    For layer ``t`` with basis dimension ``k_t`` (:func:`basis_dims`), ``m`` bases are drawn by
+    :func:`random_subspaces`, independently for every layer, and γ and ρ are computed exactly as in
+    :func:`gamma_rho` (token-weighted means, strict increase), one matrix product per chunk of draws.
+
+    Args:
+        ts: token states ``(T+1, N, d)`` (select the tokens first).
+        bases: the bases whose dimensions the null copies (an :class:`EigenBases`, or ``(T, d, k)``).
+        m: number of random subspaces per layer.
+        seed: seed of ``numpy.random.default_rng`` (one generator, layers drawn in order).
+        chunk: draws per matrix product (bounds the memory to ``N · chunk · k`` floats).
 
     Returns:
-        One row per layer with ``gamma_null`` / ``rho_null`` (mean over the draws) and ``*_lo`` / ``*_hi``
-        (the central ``ci`` range of the draws: the null distribution, not an interval for its mean).
+        ``(gamma, rho)``, float64 ``(T, m)``: the null distribution of each layer's statistics.
     """
-    U = random_directions(ts.d, m, seed)
-    X = ts.states
-    a = np.abs(X @ U.T) / np.linalg.norm(X, axis=-1, keepdims=True)  # (T+1, N, m)
-    a_in, a_out = a[:-1], a[1:]
-    gam = a_out.mean(axis=1)  # (T, m)
-    rho = (a_out > a_in).mean(axis=1)
+    k = np.broadcast_to(basis_dims(bases), (ts.steps,))
+    rng = np.random.default_rng(seed)
+    # Unit tokens; the projections of the Monte Carlo null run in float32 (2-3x faster; their rounding,
+    # ~1e-7 relative, is far below the null's own sampling error ~1/sqrt(m)). Draws and sums stay float64.
+    X = (ts.states / np.linalg.norm(ts.states, axis=-1, keepdims=True)).astype(np.float32)
+    N, d = X.shape[1], X.shape[2]
+    gam, rho = np.empty((ts.steps, m)), np.empty((ts.steps, m))
+    for t in range(ts.steps):
+        kt = int(k[t])
+        for j in range(0, m, chunk):
+            c = min(chunk, m - j)
+            Q = random_subspaces(d, kt, c, rng).transpose(1, 0, 2).reshape(d, c * kt).astype(np.float32)
+            P = (X[t : t + 2] @ Q).reshape(2, N, c, kt)
+            a2 = np.einsum("snck,snck->snc", P, P)  # squared alignment, (in/out, N, c)
+            gam[t, j : j + c] = np.sqrt(a2[1]).mean(axis=0, dtype=np.float64)
+            rho[t, j : j + c] = (a2[1] > a2[0]).mean(axis=0, dtype=np.float64)
+    return gam, rho
+
+
+def empirical_p(observed: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """One-sided empirical p-value of each ``observed[t]`` among ``draws[t]`` (``(T,)`` and ``(T, m)``):
+    ``(1 + #{draws ≥ observed}) / (m + 1)``, never 0 (the observed value counts as one draw)."""
+    draws = np.asarray(draws, dtype=np.float64)
+    ge = (draws >= np.asarray(observed, dtype=np.float64)[:, None]).sum(axis=1)
+    return (1.0 + ge) / (draws.shape[1] + 1.0)
+
+
+def random_null(
+    ts: TokenStates, bases: np.ndarray | EigenBases, *, m: int = 1000, seed: int = 0, ci: float = 0.95
+) -> pd.DataFrame:
+    """The layer's own null distribution of γ_t and ρ_t, and the one-sided test of the observed values.
+
+    The null keeps the real states (so it absorbs their anisotropy) and replaces each layer's basis by
+    uniformly random subspaces of the *same* dimension ``k_t`` (:func:`null_draws`). p-values are
+    :func:`empirical_p`; ``q_*`` are Benjamini–Hochberg adjusted across the ``T`` layers
+    (:func:`lib.topology.benjamini_hochberg`), so ``q < 0.05`` is "beats the null at FDR 5%".
+
+    Returns:
+        One row per layer: ``layer``, ``k``, ``chance`` (``c_{d,k}``), ``draws`` (``m``); the null's
+        mean and central ``ci`` range, ``gamma_null`` / ``gamma_null_lo`` / ``gamma_null_hi`` (also over
+        ``chance``: ``gamma_ratio_null*``) and ``rho_null*`` (the distribution of the draws, not an
+        interval for its mean); the observed ``gamma`` and ``rho`` (:func:`gamma_rho`'s estimates) and
+        ``p_gamma``, ``p_rho``, ``q_gamma``, ``q_rho``.
+    """
+    from lib.topology import benjamini_hochberg
+
+    obs = gamma_rho(ts, bases, n_boot=0)
+    gam, rho = null_draws(ts, bases, m=m, seed=seed)
     q = (1 - ci) / 2
-    out = {"layer": np.arange(1, ts.steps + 1)}
+    out: dict[str, Any] = {"layer": obs.layer.to_numpy(), "k": obs.k.to_numpy(), "chance": obs.chance.to_numpy(),
+                           "draws": np.full(ts.steps, m)}
     for name, vals in (("gamma_null", gam), ("rho_null", rho)):
         lo, hi = np.quantile(vals, [q, 1 - q], axis=1)
         out.update({name: vals.mean(axis=1), f"{name}_lo": lo, f"{name}_hi": hi})
+    for suffix in ("", "_lo", "_hi"):
+        out[f"gamma_ratio_null{suffix}"] = out[f"gamma_null{suffix}"] / out["chance"]
+    for name, draws in (("gamma", gam), ("rho", rho)):
+        p = empirical_p(obs[name].to_numpy(), draws)
+        out.update({name: obs[name].to_numpy(), f"p_{name}": p, f"q_{name}": benjamini_hochberg(p)})
     return pd.DataFrame(out)
 
 
-def cross_layer(ts: TokenStates, bases: np.ndarray | EigenBases) -> tuple[np.ndarray, np.ndarray]:
+def cross_layer(
+    ts: TokenStates, bases: np.ndarray | EigenBases, *, relative_to_chance: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """γ and ρ of layer ``t``'s input/output against the direction of *every* layer ``s``.
 
+    Args:
+        ts: token states ``(T+1, N, d)``.
+        bases: :class:`EigenBases` (its ``v1``) or ``(S, d, k)`` zero-padded bases.
+        relative_to_chance: divide column ``s`` of γ by the chance level ``c_{d, k_s}`` of the basis it
+            uses (a plane catches more than a line, so raw entries of different ``k_s`` do not compare).
+
     Returns:
-        ``(gamma, rho)``, each ``(T, S)``: entry ``[t, s]`` uses ``B_s``. The diagonal is ``(γ_t, ρ_t)``;
-        the off-diagonal entries are the "``v_1`` of another layer" null.
+        ``(gamma, rho)``, each ``(T, S)``: entry ``[t, s]`` uses ``B_s``. The diagonal is ``(γ_t, ρ_t)``
+        (or ``γ_t / c_{d,k_t}``); the off-diagonal entries are the "``v_1`` of another layer" null.
     """
     B = bases.v1 if isinstance(bases, EigenBases) else spectra.as_float64(bases)
     X = ts.states
     proj = np.linalg.norm(np.einsum("tnd,sdk->tsnk", X, B), axis=-1) / np.linalg.norm(X, axis=-1)[:, None, :]
     a_in, a_out = proj[:-1], proj[1:]  # (T, S, N)
-    return a_out.mean(-1), (a_out > a_in).mean(-1)
+    gamma = a_out.mean(-1)
+    if relative_to_chance:
+        gamma = gamma / chance_levels(ts.d, basis_dims(bases))[None, :]
+    return gamma, (a_out > a_in).mean(-1)
+
+
+def fixed_direction_profile(
+    ts: TokenStates, basis: np.ndarray, *, m: int = 1000, n_boot: int = 1000, seed: int = 0, ci: float = 0.95,
+    chunk: int = 100,
+) -> pd.DataFrame:
+    """Alignment of the tokens at every depth with one *fixed* basis ``(d, k)``: does it build up with depth?
+
+    Per step ``t = 0..T``: the token-weighted mean ``a(x(t), B)`` with a bootstrap interval over prompts,
+    its chance level ``c_{d,k}``, the ratio, and the central ``ci`` range of the same mean against ``m``
+    uniformly random ``k``-dimensional subspaces (one set of draws shared by all steps). ``build_up`` is
+    the mean per-token change ``a(x(T−1), B) − a(x(0), B)`` from the input of the first layer to the
+    input of the last one, with its bootstrap interval over prompts (``build_up_lo`` / ``_hi``; the same
+    in every row). The last step is left out of ``build_up`` because a basis taken from the last layer
+    is tilted toward by that layer itself. The same change for each random subspace gives the null of
+    the build-up (anisotropic states drift with depth whatever the direction): its central ``ci`` range
+    ``build_up_null_lo`` / ``_hi`` and the one-sided p-value ``p_build_up`` (:func:`empirical_p`).
+    ``chunk`` random subspaces are projected at a time (float32, as in :func:`null_draws`).
+
+    Returns:
+        Columns ``step``, ``alignment``, ``lo``, ``hi``, ``k``, ``chance``, ``ratio``, ``ratio_lo``,
+        ``ratio_hi``, ``null_ratio_lo``, ``null_ratio_hi``, ``build_up``, ``build_up_lo``, ``build_up_hi``,
+        ``build_up_null_lo``, ``build_up_null_hi``, ``p_build_up``.
+    """
+    B = spectra.as_float64(basis)
+    k = int(basis_dims(B))
+    B = B[:, np.linalg.norm(B, axis=0) > 0.5]
+    chance = baseline_subspace(ts.d, k)
+    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
+    a = step_alignment(ts, B)  # (T+1, N)
+    est, lo, hi = bootstrap_ratio(_prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
+    last = max(ts.steps - 1, 0)
+    bu, bu_lo, bu_hi = bootstrap_ratio(_prompt_sums(a[last] - a[0], ts.prompt, ts.n_prompts), counts,
+                                       n_boot=n_boot, ci=ci, seed=seed)
+    X = (ts.states / np.linalg.norm(ts.states, axis=-1, keepdims=True)).astype(np.float32)  # as in null_draws
+    rng = np.random.default_rng(seed)
+    null = np.empty((ts.steps + 1, m))
+    for j in range(0, m, chunk):
+        c = min(chunk, m - j)
+        Q = random_subspaces(ts.d, k, c, rng).transpose(1, 0, 2).reshape(ts.d, c * k).astype(np.float32)
+        P = (X @ Q).reshape(*X.shape[:2], c, k)
+        null[:, j : j + c] = np.sqrt(np.einsum("tnck,tnck->tnc", P, P)).mean(axis=1, dtype=np.float64)
+    q = (1 - ci) / 2
+    n_lo, n_hi = np.quantile(null, [q, 1 - q], axis=1)
+    null_bu = null[last] - null[0]  # the same change for each random subspace: (m,)
+    bu_null_lo, bu_null_hi = np.quantile(null_bu, [q, 1 - q])
+    return pd.DataFrame({
+        "step": np.arange(ts.steps + 1), "alignment": est, "lo": lo, "hi": hi, "k": k, "chance": chance,
+        "ratio": est / chance, "ratio_lo": lo / chance, "ratio_hi": hi / chance,
+        "null_ratio_lo": n_lo / chance, "null_ratio_hi": n_hi / chance,
+        "build_up": float(bu), "build_up_lo": float(bu_lo), "build_up_hi": float(bu_hi),
+        "build_up_null_lo": bu_null_lo, "build_up_null_hi": bu_null_hi,
+        "p_build_up": float(empirical_p(np.array([bu]), null_bu[None])[0]),
+    })
 
 
 def shared_convergence(
@@ -397,7 +572,8 @@ def shared_convergence(
 
     Returns:
         Long format: ``step``, ``target``, ``alignment`` (mean ``a``) with bootstrap ``lo``/``hi`` over
-        prompts, ``distance`` (mean sine of the angle to the target, ``sqrt(1 − a²)``), ``predicted`` (``C r^t``) and ``rate`` (``r``).
+        prompts, ``distance`` (mean sine of the angle to the target, ``sqrt(1 − a²)``), ``predicted`` (``C r^t``),
+        ``rate`` (``r``) and ``chance`` (the chance level ``c_{d,k}`` of the target's dimension).
     """
     if eb.n_layers != 1:
         raise ValueError("shared_convergence needs the bases of one shared layer (use EigenBases.layer(t))")
@@ -405,46 +581,53 @@ def shared_convergence(
     steps = np.arange(ts.steps + 1)
     frames = []
     targets = (
-        ("plane of λ₁, λ̄₁" if eb.lambda1_complex[0] else "v₁", eb.v1[0], float(eb.gap_ratio[0])),
-        ("span{v₁, v₂}", eb.v12[0], float(eb.subspace_ratio[0])),
+        ("plane of λ₁, λ̄₁" if eb.lambda1_complex[0] else "v₁", eb.v1[0], float(eb.gap_ratio[0]), int(eb.k1[0])),
+        ("span{v₁, v₂}", eb.v12[0], float(eb.subspace_ratio[0]), int(eb.k12[0])),
     )
-    for name, B, rate in targets:
+    for name, B, rate, k in targets:
         a = step_alignment(ts, B)  # (T+1, N)
         dist = distance_to_subspace(ts.states, B)  # ‖(I − BBᵀ)x‖/‖x‖, no cancellation near 0
         est, lo, hi = bootstrap_ratio(_prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, seed=seed)
         dmean = _prompt_sums(dist, ts.prompt, ts.n_prompts).sum(-1) / counts.sum()
-        k = min(anchor, ts.steps)
+        a_k = min(anchor, ts.steps)
         frames.append(pd.DataFrame({
             "step": steps, "target": name, "alignment": est, "lo": lo, "hi": hi, "distance": dmean,
-            "predicted": dmean[k] * rate ** (steps - k), "rate": rate,
+            "predicted": dmean[a_k] * rate ** (steps - a_k), "rate": rate, "chance": baseline_subspace(ts.d, k),
         }))
     return pd.concat(frames, ignore_index=True)
 
 
 # -- summaries for tables and text -------------------------------------------------------------------
-def gamma_rho_table(results: pd.DataFrame, null: pd.DataFrame, *, b_d: float) -> pd.DataFrame:
-    """γ_t, ρ_t and the random-direction null side by side: one display row per ``(variant, layer)``.
+def _fmt_p(p: float) -> str:
+    """A p- or q-value for a table: three decimals, or "<0.001"."""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def gamma_rho_table(results: pd.DataFrame) -> pd.DataFrame:
+    """γ_t and ρ_t against their chance level and their own null: one display row per ``(variant, layer)``.
 
     Args:
-        results: rows of :func:`gamma_rho` with a ``variant`` column (e.g. from
-            :func:`lib.real_models.layer_varying`); intervals are read from ``*_lo`` / ``*_hi``.
-        null: rows of :func:`random_null` with the same ``layer`` and ``variant`` values.
-        b_d: the random baseline of the width (:func:`baseline_subspace`).
+        results: rows of :func:`gamma_rho` with a ``variant`` column and the test columns of
+            :func:`random_null` merged in (``gamma_null_lo`` … ``q_rho``), as
+            :func:`lib.real_models.layer_varying` returns them.
 
     Returns:
-        Columns ``variant``, ``layer``, ``γ_t``, ``γ_t 95% CI`` (text), ``γ_t / b_d``, ``Δγ_t``
-        (``tilt``), ``ρ_t``, ``ρ_t 95% CI`` (text), ``ρ_t null (random u)`` (mean over the draws) and
-        ``null 95% range`` (text: the central range of the draws), in the row order of ``results``.
+        Columns ``variant``, ``layer``, ``k``, ``γ_t``, ``chance c_{d,k}``, ``γ_t / chance`` and its
+        ``95% CI`` (text), ``null 95% range of γ_t / chance`` (text), ``q(γ_t)``, ``Δγ_t`` (``tilt``),
+        ``ρ_t`` and its ``95% CI`` (text), ``null 95% range of ρ_t`` (text) and ``q(ρ_t)`` (BH-adjusted
+        p-values across layers, text), in the row order of ``results``.
     """
-    keys = ["layer", "variant"]
-    t = results.merge(null[[*keys, "rho_null", "rho_null_lo", "rho_null_hi"]], on=keys)
+    t = results
     return pd.DataFrame({
-        "variant": t.variant, "layer": t.layer,
-        "γ_t": t.gamma, "γ_t 95% CI": [f"[{a:.4f}, {b:.4f}]" for a, b in zip(t.gamma_lo, t.gamma_hi)],
-        "γ_t / b_d": t.gamma / b_d, "Δγ_t": t.tilt,
+        "variant": t.variant, "layer": t.layer, "k": t.k,
+        "γ_t": t.gamma, "chance c_{d,k}": t.chance, "γ_t / chance": t.gamma_ratio,
+        "γ_t / chance 95% CI": [f"[{a:.2f}, {b:.2f}]" for a, b in zip(t.gamma_ratio_lo, t.gamma_ratio_hi)],
+        "null 95% range of γ_t / chance": [f"[{a:.2f}, {b:.2f}]" for a, b in zip(t.gamma_ratio_null_lo, t.gamma_ratio_null_hi)],
+        "q(γ_t)": [_fmt_p(x) for x in t.q_gamma],
+        "Δγ_t": t.tilt,
         "ρ_t": t.rho, "ρ_t 95% CI": [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_lo, t.rho_hi)],
-        "ρ_t null (random u)": t.rho_null,
-        "null 95% range": [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_null_lo, t.rho_null_hi)],
+        "null 95% range of ρ_t": [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_null_lo, t.rho_null_hi)],
+        "q(ρ_t)": [_fmt_p(x) for x in t.q_rho],
     })
 
 
@@ -453,19 +636,20 @@ class NullRange:
     """Extremes of a :func:`random_null` table, over all its rows (layers and variants).
 
     Attributes:
-        rho_min, rho_max: smallest and largest mean ``ρ_t(u)`` over the random directions.
-        gamma_ratio_mean: mean of ``γ_t(u) / b_d`` (1 for isotropic states).
+        rho_lo, rho_hi: the lowest 2.5% and highest 97.5% point of the layers' ρ_t null distributions.
+        gamma_ratio_lo, gamma_ratio_hi: the same for γ_t / chance (1 for isotropic states).
     """
 
-    rho_min: float
-    rho_max: float
-    gamma_ratio_mean: float
+    rho_lo: float
+    rho_hi: float
+    gamma_ratio_lo: float
+    gamma_ratio_hi: float
 
 
-def null_range(null: pd.DataFrame, *, b_d: float) -> NullRange:
-    """:class:`NullRange` of the rows of :func:`random_null` (``b_d``: the random baseline of the width)."""
-    rho = null.rho_null
-    return NullRange(float(rho.min()), float(rho.max()), float((null.gamma_null / b_d).mean()))
+def null_range(null: pd.DataFrame) -> NullRange:
+    """:class:`NullRange` of the rows of :func:`random_null` (each row divided by its own chance level)."""
+    return NullRange(float(null.rho_null_lo.min()), float(null.rho_null_hi.max()),
+                     float(null.gamma_ratio_null_lo.min()), float(null.gamma_ratio_null_hi.max()))
 
 
 def diagonal_wins(matrix: np.ndarray) -> int:

@@ -13,8 +13,9 @@
   FFN-free layer of :mod:`lib.dynamics` (a thin wrapper that batches prompts of equal length).
 * :func:`shared_run_rows` / :func:`shared_run_row`: the summary of iterating one shared layer
   (predicted and fitted rates, alignment) and the lookup of one run's principal target.
-* :func:`layer_varying` computes γ_t / ρ_t with intervals and the random-direction null for the
-  simplified model and the real forward pass; :func:`layer_range`, :func:`overview_row` and
+* :func:`layer_varying` computes γ_t / ρ_t with intervals, chance levels and each layer's own null test
+  (random subspaces of the layer's basis dimension, BH across layers) for the simplified model and the
+  real forward pass; :func:`layer_range`, :func:`overview_row` and
   :func:`compare_to_twins` reduce its tables to the numbers a page reports (trained vs random init).
 * :func:`run_paper_model` runs the whole analysis of one of the paper's checkpoints and returns data,
   or a message if the checkpoint cannot be loaded or analysed.
@@ -46,7 +47,9 @@ from lib.power import fitted_ratio
 
 __all__ = [
     "ALBERT_SIZES",
+    "FDR",
     "MODEL_LIST_ENV",
+    "NULL_TEST_COLUMNS",
     "PAPER_MODELS",
     "TRAJECTORIES",
     "LayerRange",
@@ -305,13 +308,24 @@ TRAJECTORIES: tuple[str, str] = ("simplified", "real forward pass")
 """The two trajectory sources of :func:`layer_varying`, in the order its tables list them."""
 
 
+NULL_TEST_COLUMNS: tuple[str, ...] = (
+    "gamma_null_lo", "gamma_null_hi", "gamma_ratio_null_lo", "gamma_ratio_null_hi", "rho_null_lo", "rho_null_hi",
+    "p_gamma", "q_gamma", "p_rho", "q_rho",
+)
+"""The columns of :func:`lib.alignment_stats.random_null` that :func:`layer_varying` copies into its results."""
+
+FDR = 0.05
+"""The false discovery rate at which a layer "beats its null" (Benjamini–Hochberg ``q < FDR``)."""
+
+
 class LayerVarying(NamedTuple):
     """What :func:`layer_varying` returns; unpacks as ``(results, null, states)``.
 
     Attributes:
         results: rows of :func:`lib.alignment_stats.gamma_rho` (one per layer and source, sources in
             :data:`TRAJECTORIES` order, content tokens) with a ``variant`` column
-            ``"trained · <source>"`` or ``"random init s<seed> · <source>"``.
+            ``"trained · <source>"`` or ``"random init s<seed> · <source>"``, and the null-test columns
+            :data:`NULL_TEST_COLUMNS` of the layer's own null merged in.
         null: rows of :func:`lib.alignment_stats.random_null`, same layers and variants.
         states: the :class:`TokenStates` of each source (all tokens, special ones included), keyed by source.
     """
@@ -322,10 +336,10 @@ class LayerVarying(NamedTuple):
 
 
 def layer_varying(
-    model: Any, H: Sequence[Any], S: Sequence[Any], eb: EigenBases, *, seed: int = 0, n_null: int = 100
+    model: Any, H: Sequence[Any], S: Sequence[Any], eb: EigenBases, *, seed: int = 0, n_null: int = 1000
 ) -> LayerVarying:
-    """γ_t / ρ_t with bootstrap intervals and the random-direction null, for both trajectory sources
-    (reconstructed definitions [ours], :mod:`lib.alignment_stats`).
+    """γ_t / ρ_t with bootstrap intervals, chance levels and each layer's own null test, for both
+    trajectory sources (reconstructed definitions [ours], :mod:`lib.alignment_stats`).
 
     Sources: ``"simplified"`` runs every layer's own weights in the FFN-free, L2-normalized layer of
     :mod:`lib.dynamics` (radius ``sqrt(d)``, no residual) from the real embedding output ``H[p][0]``;
@@ -336,8 +350,8 @@ def layer_varying(
         H: per prompt, the residual stream ``(L+1, n_p, d)`` (:func:`prompt_states`).
         S: per prompt, the special-token mask ``(n_p,)``.
         eb: :class:`lib.alignment_stats.EigenBases` of the ``L`` layer matrices.
-        seed: seed of the bootstrap over prompts and of the random directions.
-        n_null: number of random directions of the null.
+        seed: seed of the bootstrap over prompts and of the random subspaces.
+        n_null: random subspaces per layer in the null (:func:`lib.alignment_stats.random_null`).
     """
     weights = [model.layer(t).attention for t in range(model.n_layers)]
     runs = {
@@ -348,8 +362,10 @@ def layer_varying(
     res, nulls = [], []
     for source, ts in runs.items():
         content = ts.select("content")
-        res.append(als.gamma_rho(content, eb, seed=seed).assign(variant=f"{who} · {source}"))
-        nulls.append(als.random_null(content, m=n_null, seed=seed).assign(variant=f"{who} · {source}"))
+        null = als.random_null(content, eb, m=n_null, seed=seed).assign(variant=f"{who} · {source}")
+        r = als.gamma_rho(content, eb, seed=seed).assign(variant=f"{who} · {source}")
+        res.append(r.merge(null[["layer", *NULL_TEST_COLUMNS]], on="layer", how="left"))
+        nulls.append(null)
     return LayerVarying(pd.concat(res, ignore_index=True), pd.concat(nulls, ignore_index=True), runs)
 
 
@@ -360,64 +376,77 @@ def select_source(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     return frame[frame.variant.str.endswith(source)]
 
 
+def _layers(r: pd.DataFrame, mask: pd.Series) -> tuple[int, ...]:
+    """The 1-based layers of the rows of ``r`` where ``mask`` holds."""
+    return tuple(int(x) for x in r.layer[mask])
+
+
 @dataclass(frozen=True)
 class LayerRange:
-    """Extremes over the layers of one trajectory source (of one model, or of several pooled).
+    """Extremes and null-test counts over the layers of one trajectory source (one model, or several pooled).
 
     Attributes:
-        gamma_ratio_min, gamma_ratio_max: smallest and largest ``γ_t / b_d``.
+        layers: number of rows (layers, times models if pooled).
+        gamma_ratio_min, gamma_ratio_max: smallest and largest ``γ_t / c_{d,k_t}`` (each layer's own chance level).
         rho_min, rho_max: smallest and largest ``ρ_t``; rho_min_layer: the (1-based) layer of the smallest
             (the first such row).
-        rho_above, rho_below: rows whose whole ``ρ_t`` interval lies above 0.5 (``rho_lo > 0.5``), or
-            below it (``rho_hi < 0.5``).
+        gamma_beat, rho_beat: the rows whose γ_t (ρ_t) beats the layer's own null at FDR 5%
+            (``q < FDR``), as 1-based layer numbers.
     """
 
+    layers: int
     gamma_ratio_min: float
     gamma_ratio_max: float
     rho_min: float
     rho_max: float
     rho_min_layer: int
-    rho_above: int
-    rho_below: int
+    gamma_beat: tuple[int, ...]
+    rho_beat: tuple[int, ...]
 
 
-def layer_range(results: pd.DataFrame, source: str, *, b_d: float) -> LayerRange:
+def layer_range(results: pd.DataFrame, source: str) -> LayerRange:
     """:class:`LayerRange` of the ``source`` rows of ``results`` (:attr:`LayerVarying.results`, or several
     concatenated; their index may repeat)."""
-    r = select_source(results, source)
-    ratio = r.gamma / b_d
+    r = select_source(results, source).reset_index(drop=True)
     return LayerRange(
-        gamma_ratio_min=float(ratio.min()), gamma_ratio_max=float(ratio.max()),
+        layers=len(r),
+        gamma_ratio_min=float(r.gamma_ratio.min()), gamma_ratio_max=float(r.gamma_ratio.max()),
         rho_min=float(r.rho.min()), rho_max=float(r.rho.max()),
         rho_min_layer=int(r.layer.iloc[np.argmin(r.rho)]),
-        rho_above=int((r.rho_lo > 0.5).sum()), rho_below=int((r.rho_hi < 0.5).sum()),
+        gamma_beat=_layers(r, r.q_gamma < FDR), rho_beat=_layers(r, r.q_rho < FDR),
     )
 
 
-def overview_row(
-    label: str, results: pd.DataFrame, null: pd.DataFrame, source: str, *, b_d: float
-) -> dict[str, Any]:
-    """One model and trajectory source, averaged over layers: a row of the trained-vs-random-init overview.
+def overview_row(label: str, results: pd.DataFrame, source: str) -> dict[str, Any]:
+    """One model and trajectory source, summarised over layers: a row of the trained-vs-random-init overview.
 
-    Keys: ``model`` (``label``), ``trajectories`` (``source``), ``mean γ_t / b_d``, ``mean Δγ_t``,
-    ``mean ρ_t``, ``mean ρ_t(random u)`` and ``layers with ρ_t CI > 0.5`` (whole interval above).
+    Keys: ``model`` (``label``), ``trajectories`` (``source``), ``mean γ_t / chance``, ``mean Δγ_t``,
+    ``mean ρ_t``, and ``layers where γ_t beats its null`` / ``layers where ρ_t beats its null`` (FDR 5%,
+    as text: the layers, or "none").
     """
-    r, n = select_source(results, source), select_source(null, source)
-    return {"model": label, "trajectories": source, "mean γ_t / b_d": (r.gamma / b_d).mean(),
-            "mean Δγ_t": r.tilt.mean(), "mean ρ_t": r.rho.mean(), "mean ρ_t(random u)": n.rho_null.mean(),
-            "layers with ρ_t CI > 0.5": int((r.rho_lo > 0.5).sum())}
+    r = select_source(results, source)
+    def beat(col: str) -> str:
+        layers = _layers(r, r[col] < FDR)
+        return ", ".join(map(str, layers)) if layers else "none"
+    return {"model": label, "trajectories": source, "mean γ_t / chance": r.gamma_ratio.mean(),
+            "mean Δγ_t": r.tilt.mean(), "mean ρ_t": r.rho.mean(),
+            "layers where γ_t beats its null": beat("q_gamma"), "layers where ρ_t beats its null": beat("q_rho")}
 
 
 @dataclass(frozen=True)
 class TwinComparison:
-    """A trained model against its random-init twins for one trajectory source, means over layers.
+    """A trained model against its random-init twins for one trajectory source.
 
     Attributes:
         source: the trajectory source (one of :data:`TRAJECTORIES`).
-        trained_gamma: mean ``γ_t / b_d`` of the trained model; twin_gamma: the same per twin.
+        trained_gamma: mean over layers of ``γ_t / c_{d,k_t}``; twin_gamma: the same per twin.
         gamma_where: ``"above"``, ``"within"`` or ``"below"`` the twins' range
             (:func:`lib.alignment_stats.range_position`).
         trained_rho, twin_rho, rho_where: the same for the mean ``ρ_t``.
+        gamma_layers_above, rho_layers_above: layers whose trained value lies above all the twins' values
+            *of the same layer* (with three twins, chance alone puts a layer there one time in four).
+        trained_gamma_beat, twin_gamma_beat: layers beating their own null at FDR 5% (γ_t), trained and per twin.
+        trained_rho_beat, twin_rho_beat: the same for ρ_t.
     """
 
     source: str
@@ -427,6 +456,12 @@ class TwinComparison:
     trained_rho: float
     twin_rho: tuple[float, ...]
     rho_where: str
+    gamma_layers_above: tuple[int, ...] = ()
+    rho_layers_above: tuple[int, ...] = ()
+    trained_gamma_beat: int = 0
+    twin_gamma_beat: tuple[int, ...] = ()
+    trained_rho_beat: int = 0
+    twin_rho_beat: tuple[int, ...] = ()
 
     @property
     def learned(self) -> bool:
@@ -434,18 +469,30 @@ class TwinComparison:
         return self.gamma_where == "above" and self.rho_where == "above"
 
 
-def compare_to_twins(
-    trained: pd.DataFrame, twins: Sequence[pd.DataFrame], source: str, *, b_d: float
-) -> TwinComparison:
-    """:class:`TwinComparison` of the trained model's :attr:`LayerVarying.results` against each twin's."""
-    def means(res: pd.DataFrame) -> tuple[float, float]:
-        r = select_source(res, source)
-        return float((r.gamma / b_d).mean()), float(r.rho.mean())
+def compare_to_twins(trained: pd.DataFrame, twins: Sequence[pd.DataFrame], source: str) -> TwinComparison:
+    """:class:`TwinComparison` of the trained model's :attr:`LayerVarying.results` against each twin's
+    (the same prompts, tokens and layers; layers are matched by their number)."""
+    tr = select_source(trained, source).set_index("layer")
+    tws = [select_source(r, source).set_index("layer") for r in twins]
 
-    tr_g, tr_r = means(trained)
-    tw_g, tw_r = zip(*(means(r) for r in twins)) if twins else ((), ())
-    return TwinComparison(source, tr_g, tuple(tw_g), als.range_position(tr_g, tw_g),
-                          tr_r, tuple(tw_r), als.range_position(tr_r, tw_r))
+    def above(col: str) -> tuple[int, ...]:
+        if not tws:
+            return ()
+        top = pd.concat([t[col] for t in tws], axis=1).max(axis=1)
+        return tuple(int(x) for x in tr.index[tr[col] > top.reindex(tr.index)])
+
+    def beat(r: pd.DataFrame, col: str) -> int:
+        return int((r[col] < FDR).sum()) if col in r else 0
+
+    tr_g, tr_r = float(tr.gamma_ratio.mean()), float(tr.rho.mean())
+    tw_g = tuple(float(t.gamma_ratio.mean()) for t in tws)
+    tw_r = tuple(float(t.rho.mean()) for t in tws)
+    return TwinComparison(
+        source, tr_g, tw_g, als.range_position(tr_g, tw_g), tr_r, tw_r, als.range_position(tr_r, tw_r),
+        gamma_layers_above=above("gamma_ratio"), rho_layers_above=above("rho"),
+        trained_gamma_beat=beat(tr, "q_gamma"), twin_gamma_beat=tuple(beat(t, "q_gamma") for t in tws),
+        trained_rho_beat=beat(tr, "q_rho"), twin_rho_beat=tuple(beat(t, "q_rho") for t in tws),
+    )
 
 
 # -- one of the paper's checkpoints, end to end ---------------------------------------------------------
@@ -455,7 +502,7 @@ class PaperModelRun:
 
     Attributes:
         name: the hub id (or folder) asked for. label: the loaded model's label.
-        shared: whether one layer is shared (ALBERT). b_d: the random baseline of its width.
+        shared: whether one layer is shared (ALBERT).
         spectrum: :func:`eigen_bases_table` of every distinct layer.
         prompts: prompts used by the token experiment (0 if skipped). steps: steps of the shared
             iteration (0 for a layer-varying model).
@@ -468,7 +515,6 @@ class PaperModelRun:
     name: str
     label: str
     shared: bool
-    b_d: float
     spectrum: pd.DataFrame
     prompts: int
     steps: int
@@ -511,7 +557,7 @@ def _analyse_paper_model(
     """The body of :func:`run_paper_model` once ``model`` is loaded."""
     eb = als.eigen_bases(unique_layer_matrices(model))
     run = PaperModelRun(name=name, label=model.label, shared=is_shared(model),
-                        b_d=als.baseline_subspace(model.d_model), spectrum=eigen_bases_table(eb, model.label),
+                        spectrum=eigen_bases_table(eb, model.label),
                         prompts=0, steps=0)
     if model.tokenizer is None:
         return replace(run, note=f"{model.label}: no tokenizer in the checkpoint, token experiments skipped.")

@@ -12,67 +12,83 @@ import pandas as pd
 
 from lib.plotting import titled
 
-__all__ = ["convergence_chart", "cross_layer_chart", "gamma_rho_chart", "spectrum_summary_chart"]
+__all__ = ["convergence_chart", "cross_layer_chart", "depth_profile_chart", "gamma_rho_chart", "spectrum_summary_chart"]
 
 _LEGEND = alt.Legend(orient="bottom", columns=2)
 
 
 def _ci_panel(
-    df: pd.DataFrame, metric: str, *, title: str, reference: float, ref_label: str,
-    null: pd.DataFrame | None, null_col: str, width: int, height: int,
+    df: pd.DataFrame, metric: str, *, title: str, null_col: str, reference: float | None, ref_label: str,
+    width: int, height: int,
 ) -> alt.LayerChart:
-    """One metric against layer: per-variant line, bootstrap error bars, a grey null band and a reference rule."""
-    base = alt.Chart(df).encode(
-        x=alt.X("layer:O", title="layer t (1-based)"),
-        color=alt.Color("variant:N", title=None, legend=_LEGEND),
-    )
+    """One metric against layer: per-variant line with bootstrap error bars over the variant's own null band.
+
+    The band of each variant spans ``{null_col}_lo`` to ``{null_col}_hi`` (the central 95% of that layer's
+    null distribution), in the variant's colour; an optional dashed rule marks ``reference``.
+    """
+    color = alt.Color("variant:N", title=None, legend=_LEGEND)
+    base = alt.Chart(df).encode(x=alt.X("layer:O", title="layer t (1-based)"), color=color)
     line = base.mark_line(point=True).encode(
         y=alt.Y(f"{metric}:Q", title=title, scale=alt.Scale(zero=False)),
         tooltip=["variant:N", "layer:O", alt.Tooltip(f"{metric}:Q", format=".4f"),
-                 alt.Tooltip(f"{metric}_lo:Q", format=".4f"), alt.Tooltip(f"{metric}_hi:Q", format=".4f")],
+                 alt.Tooltip(f"{metric}_lo:Q", format=".4f"), alt.Tooltip(f"{metric}_hi:Q", format=".4f"),
+                 alt.Tooltip(f"{null_col}_lo:Q", format=".4f", title="null 2.5%"),
+                 alt.Tooltip(f"{null_col}_hi:Q", format=".4f", title="null 97.5%")],
     )
     # The same y title on every layer that has one: Vega-Lite joins different titles ("gamma_lo, γ_t = …").
     bars = base.mark_errorbar(ticks={"size": 9}).encode(y=alt.Y(f"{metric}_lo:Q", title=title), y2=f"{metric}_hi:Q")
-    rule_df = pd.DataFrame({"y": [reference], "what": [ref_label]})
-    rule = alt.Chart(rule_df).mark_rule(strokeDash=[5, 4], color="black").encode(
-        y="y:Q", tooltip=["what:N", alt.Tooltip("y:Q", format=".4f")]
-    )
-    layers = [rule, bars, line]
-    if null is not None:
-        band_df = null.groupby("layer", as_index=False).agg(lo=(f"{null_col}_lo", "min"), hi=(f"{null_col}_hi", "max"))
-        band = alt.Chart(band_df).mark_area(opacity=0.18, color="gray").encode(
-            x="layer:O", y="lo:Q", y2="hi:Q",
-            tooltip=[alt.Tooltip("lo:Q", format=".3f", title="null 2.5%"), alt.Tooltip("hi:Q", format=".3f", title="null 97.5%")],
-        )
-        layers.insert(0, band)
+    band = base.mark_area(opacity=0.15).encode(y=alt.Y(f"{null_col}_lo:Q", title=title), y2=f"{null_col}_hi:Q")
+    layers = [band, bars, line]
+    if reference is not None:
+        rule = alt.Chart(pd.DataFrame({"y": [reference], "what": [ref_label]})).mark_rule(
+            strokeDash=[5, 4], color="black").encode(y="y:Q", tooltip=["what:N", alt.Tooltip("y:Q", format=".4f")])
+        layers.insert(1, rule)
     return alt.layer(*layers).properties(width=width, height=height)
 
 
 def gamma_rho_chart(
-    results: pd.DataFrame, *, baseline: float, model: str, null: pd.DataFrame | None = None,
-    title: str = "γ_t and ρ_t per layer (reconstructed definitions)", width: int = 270, height: int = 210,
+    results: pd.DataFrame, *, model: str,
+    title: str = "γ_t / chance and ρ_t per layer (reconstructed definitions)", width: int = 270, height: int = 210,
 ) -> alt.TopLevelMixin:
-    """Two panels: γ_t against ``b_d`` and ρ_t against 0.5, one line per ``variant``.
+    """Two panels, one line per ``variant``: γ_t / c_{d,k_t} and ρ_t, each with its 95% bootstrap interval
+    over prompts, over the band of the layer's own null (random subspaces of the same dimension ``k_t``).
 
     Args:
-        results: rows of :func:`lib.alignment_stats.gamma_rho` with an added ``variant`` column.
-        baseline: ``b_d`` (dashed rule on the γ panel).
-        null: rows of :func:`lib.alignment_stats.random_null` (any variants); the grey band spans their
-            central 95% of random directions.
+        results: :attr:`lib.real_models.LayerVarying.results` (rows of
+            :func:`lib.alignment_stats.gamma_rho` with ``variant`` and the null-test columns).
     """
-    g = _ci_panel(results, "gamma", title="γ_t = mean a(x(t+1), v₁,t)", reference=baseline,
-                  ref_label="random baseline b_d", null=null, null_col="gamma_null", width=width, height=height)
-    r = _ci_panel(results, "rho", title="ρ_t = P[a increases across layer t]", reference=0.5,
-                  ref_label="0.5", null=null, null_col="rho_null", width=width, height=height)
+    g = _ci_panel(results, "gamma_ratio", title="γ_t / chance c(d, k_t)", null_col="gamma_ratio_null",
+                  reference=1.0, ref_label="chance level (isotropic tokens)", width=width, height=height)
+    r = _ci_panel(results, "rho", title="ρ_t = P[a increases across layer t]", null_col="rho_null",
+                  reference=None, ref_label="", width=width, height=height)
     return titled(alt.hconcat(g, r), title, model)
 
 
+def depth_profile_chart(
+    df: pd.DataFrame, *, model: str, title: str, width: int = 300, height: int = 210,
+) -> alt.TopLevelMixin:
+    """Alignment with one fixed basis against depth, over chance: one line per ``variant`` with its bootstrap
+    interval and its null band (rows of :func:`lib.alignment_stats.fixed_direction_profile` plus ``variant``)."""
+    color = alt.Color("variant:N", title=None, legend=_LEGEND)
+    base = alt.Chart(df).encode(x=alt.X("step:O", title="depth t (0 = embeddings)"), color=color)
+    y_title = "mean a(x(t), B) / chance"
+    band = base.mark_area(opacity=0.15).encode(y=alt.Y("null_ratio_lo:Q", title=y_title), y2="null_ratio_hi:Q")
+    bars = base.mark_errorbar(ticks={"size": 9}).encode(y=alt.Y("ratio_lo:Q", title=y_title), y2="ratio_hi:Q")
+    line = base.mark_line(point=True).encode(
+        y=alt.Y("ratio:Q", title=y_title, scale=alt.Scale(zero=False)),
+        tooltip=["variant:N", "step:O", alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("ratio_lo:Q", format=".3f"),
+                 alt.Tooltip("ratio_hi:Q", format=".3f")],
+    )
+    return titled(alt.layer(band, bars, line).properties(width=width, height=height), title, model)
+
+
 def convergence_chart(
-    df: pd.DataFrame, *, model: str, baseline: float,
+    df: pd.DataFrame, *, model: str,
     title: str = "Iterating one shared layer: distance to the principal direction", width: int = 255, height: int = 210,
 ) -> alt.TopLevelMixin:
-    """Left: mean alignment with each target against the step, with a bootstrap band, and ``b_d``.
-    Right: mean ``sin ∠`` (log scale, solid) against the power-method rate ``C·r^t`` (dashed).
+    """Left: mean alignment with each target against the step, with a bootstrap band, and each target's
+    chance level ``c_{d,k}`` (dashed, in the target's colour). Right: mean ``sin ∠`` (log scale, solid)
+    against the power-method rate ``C·r^t`` (dashed).
 
     Args:
         df: rows of :func:`lib.alignment_stats.shared_convergence` (optionally with a ``variant``
@@ -86,7 +102,10 @@ def convergence_chart(
         y=alt.Y("alignment:Q", title="mean alignment a", scale=alt.Scale(domain=[0, 1])),
         tooltip=["target:N", "step:Q", alt.Tooltip("alignment:Q", format=".4f")],
     )
-    rule = alt.Chart(pd.DataFrame({"y": [baseline]})).mark_rule(strokeDash=[5, 4], color="black").encode(y="y:Q")
+    chance = df.groupby("target", as_index=False, sort=False).chance.first()
+    rule = alt.Chart(chance).mark_rule(strokeDash=[5, 4]).encode(
+        y="chance:Q", color=alt.Color("target:N", title=None, legend=_LEGEND),
+        tooltip=["target:N", alt.Tooltip("chance:Q", format=".4f", title="chance level c(d, k)")])
     left = alt.layer(band, align, rule).properties(width=width, height=height)
     long = df.melt(id_vars=["step", "target", "rate_label"], value_vars=["distance", "predicted"], var_name="curve", value_name="sin")
     long = long[(long["sin"] > 1e-12) & (long["sin"] <= 1.5)]

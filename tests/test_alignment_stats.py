@@ -192,13 +192,180 @@ def test_uniform_attention_toy_rho_is_one_when_gap_positive():
     assert min(dfn.rho) == 0.0
 
 
-def test_random_null_near_half_and_baseline_on_isotropic_states():
-    rng = np.random.default_rng(6)
-    trajs = [rng.standard_normal((3, 20, 64)) for _ in range(30)]
-    null = als.random_null(als.TokenStates.from_trajectories(trajs), m=50, seed=1)
-    assert np.all(np.abs(null.rho_null - 0.5) < 0.02)
-    np.testing.assert_allclose(null.gamma_null, als.baseline_subspace(64), rtol=0.03)
+def _isotropic(seed=6, P=30, n=20, T=2, d=64):
+    rng = np.random.default_rng(seed)
+    return als.TokenStates.from_trajectories([rng.standard_normal((T + 1, n, d)) for _ in range(P)])
+
+
+def _mixed_bases(rng, d, ks):
+    """Zero-padded ``(T, d, max k)`` orthonormal bases of the given dimensions."""
+    B = np.zeros((len(ks), d, max(ks)))
+    for t, k in enumerate(ks):
+        B[t, :, :k] = _orthonormal(rng, d, k)
+    return B
+
+
+def test_isotropic_planar_bases_gamma_ratio_is_one_and_the_null_agrees():
+    """Issue §1: for isotropic tokens a plane's chance level is c_{d,2}, not the line's c_{d,1} (ratio π/2·(1+O(1/d))
+    too high with the old 1-D baseline; reverting ``chance`` to ``baseline_subspace(d, 1)`` fails here)."""
+    ts = _isotropic(P=80, n=25)  # 2000 tokens: γ/chance has a standard error of about 0.017 (k = 1)
+    B = _mixed_bases(np.random.default_rng(0), 64, [2, 1])
+    df = als.gamma_rho(ts, B, n_boot=200)
+    assert df.k.tolist() == [2, 1]
+    np.testing.assert_allclose(df.chance, [als.baseline_subspace(64, 2), als.baseline_subspace(64, 1)], rtol=1e-12)
+    np.testing.assert_allclose(df.gamma_ratio, 1.0, atol=0.07)  # the old 1-D chance level gives 1.57 for the plane
+    assert np.all(df.gamma_ratio_lo <= df.gamma_ratio) and np.all(df.gamma_ratio <= df.gamma_ratio_hi)
+    np.testing.assert_allclose(df.gamma_ratio_lo * df.chance, df.gamma_lo, rtol=1e-12)
+    null = als.random_null(ts, B, m=400, seed=1)
+    np.testing.assert_allclose(null.gamma_null, null.chance, rtol=0.02)  # the null's mean is the chance level
+    np.testing.assert_allclose(null.gamma_ratio_null, 1.0, atol=0.02)
+    assert np.all(np.abs(null.rho_null - 0.5) < 0.03)
+    # γ is one more draw from the null: inside its 95% range, and no layer beats it
+    assert np.all((null.gamma_null_lo <= null.gamma) & (null.gamma <= null.gamma_null_hi))
+    assert np.all(null.q_gamma > 0.05) and np.all(null.q_rho > 0.05)
     assert np.all(null.rho_null_lo <= null.rho_null) and np.all(null.rho_null <= null.rho_null_hi)
+
+
+@pytest.mark.parametrize("d, k", [(6, 1), (6, 3), (40, 2)])
+def test_random_subspaces_are_uniform_beta_moments(d, k):
+    """‖Qᵀx‖² for a fixed unit x and a uniform k-subspace is Beta(k/2, (d−k)/2): mean k/d and its variance.
+
+    Wrong draws fail: Gaussian columns without orthonormalisation (mean ≠ k/d), columns normalised one by one but
+    not orthogonalised (d = 6, k = 3: variance too large), or one direction whatever k (mean 1/d)."""
+    Q = als.random_subspaces(d, k, 40_000, np.random.default_rng(3))
+    assert Q.shape == (40_000, d, k)
+    np.testing.assert_allclose(np.einsum("mdk,mdl->mkl", Q[:50], Q[:50]), np.broadcast_to(np.eye(k), (50, k, k)), atol=1e-12)
+    a2 = np.sum(Q[:, 0, :] ** 2, axis=1)  # ‖Qᵀe₁‖² for the fixed unit vector e₁
+    a, b = k / 2, (d - k) / 2
+    assert a2.mean() == pytest.approx(a / (a + b), rel=0.02)
+    assert a2.var() == pytest.approx(a * b / ((a + b) ** 2 * (a + b + 1)), rel=0.05)
+    assert np.sqrt(a2).mean() == pytest.approx(als.baseline_subspace(d, k), rel=0.01)
+
+
+def test_null_draws_use_each_layers_own_dimension():
+    """Issue §1: the null of a planar layer draws planes. Isotropic states: per-layer null mean = c_{d,k_t}
+    (reverting to 1-D draws, ``kt = 1``, gives c_{d,1} for the planar layers and fails)."""
+    ts = _isotropic(seed=8, P=20, n=15, T=3, d=30)
+    eb_dims = [2, 1, 3]
+    B = _mixed_bases(np.random.default_rng(1), 30, eb_dims)
+    gam, rho = als.null_draws(ts, B, m=300, seed=2, chunk=70)  # chunks that do not divide m
+    assert gam.shape == rho.shape == (3, 300)
+    np.testing.assert_allclose(gam.mean(axis=1), [als.baseline_subspace(30, k) for k in eb_dims], rtol=0.015)
+    # a draw equals gamma_rho against that very subspace (same definition, float32 projections)
+    rng = np.random.default_rng(2)
+    Q0 = als.random_subspaces(30, 2, 70, rng)[0]
+    ref = als.gamma_rho(ts, _pad_to(Q0, 3), n_boot=0)
+    assert gam[0, 0] == pytest.approx(ref.gamma[0], rel=1e-5) and rho[0, 0] == pytest.approx(ref.rho[0], abs=1e-12)
+
+
+def _pad_to(Q, width):
+    out = np.zeros((3, Q.shape[0], width))
+    out[:, :, : Q.shape[1]] = Q
+    return out
+
+
+def test_null_rho_is_a_strict_increase_and_empirical_p():
+    """Unchanged states: every token's alignment stays equal, so ρ = 0 in the data and in every null draw
+    (a ``>=`` would give 1). p = (1 + #{null ≥ obs}) / (m + 1): never 0, 1 when every draw ties."""
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((1, 10, 8))
+    ts = als.TokenStates.from_trajectories([np.concatenate([X, X])])
+    B = _orthonormal(rng, 8, 1)[None]
+    assert als.gamma_rho(ts, B, n_boot=0).rho[0] == 0.0
+    _, rho = als.null_draws(ts, B, m=50)
+    assert np.all(rho == 0.0)
+    null = als.random_null(ts, B, m=50)
+    assert null.p_rho[0] == 1.0
+    p = als.empirical_p(np.array([0.5, 2.0, 0.0]), np.array([[0.1, 0.5, 0.9, 1.0], [0.0, 1.0, 1.5, 1.9], [0.0, 0.0, 0.0, 0.0]]))
+    np.testing.assert_allclose(p, [(1 + 3) / 5, 1 / 5, 1.0])  # ties count against the observation
+
+
+def test_random_null_q_values_are_bh_across_layers():
+    from lib.topology import benjamini_hochberg
+
+    rng = np.random.default_rng(5)
+    trajs = _random_trajs(rng, P=6, T=4, d=9)
+    ts = als.TokenStates.from_trajectories(trajs)
+    B = _mixed_bases(rng, 9, [1, 2, 2, 1])
+    null = als.random_null(ts, B, m=99, seed=3)
+    gam, rho = als.null_draws(ts, B, m=99, seed=3)
+    obs = als.gamma_rho(ts, B, n_boot=0)
+    np.testing.assert_allclose(null.p_gamma, (1 + (gam >= obs.gamma.to_numpy()[:, None]).sum(1)) / 100)
+    np.testing.assert_allclose(null.q_gamma, benjamini_hochberg(null.p_gamma))
+    np.testing.assert_allclose(null.q_rho, benjamini_hochberg(null.p_rho))
+    np.testing.assert_allclose(null.gamma_null_lo, np.quantile(gam, 0.025, axis=1))
+    assert null.draws.tolist() == [99] * 4 and null.k.tolist() == [1, 2, 2, 1]
+
+
+def test_alignment_with_a_plane_and_a_line_known_answer():
+    """A token at 45° between e₁ and e₂ in R^4: |cos| with e₁ is 1/√2, with the plane span{e₁, e₂} it is 1."""
+    x_in = np.array([[0.0, 0.0, 1.0, 0.0]])
+    x_out = np.array([[1.0, 1.0, 0.0, 0.0]])
+    ts = als.TokenStates.from_trajectories([np.stack([x_in, x_out])])
+    line = np.eye(4)[:, :1][None]
+    plane = np.eye(4)[:, :2][None]
+    g_line, g_plane = (als.gamma_rho(ts, B, n_boot=0).iloc[0] for B in (line, plane))
+    assert g_line.gamma == pytest.approx(1 / np.sqrt(2), rel=1e-14) and g_plane.gamma == pytest.approx(1.0, rel=1e-14)
+    assert (g_line.k, g_plane.k) == (1, 2) and g_line.rho == g_plane.rho == 1.0
+    assert g_plane.gamma_ratio == pytest.approx(1 / als.baseline_subspace(4, 2), rel=1e-12)
+
+
+def test_gamma_is_token_weighted_not_prompt_weighted():
+    """Prompt 0 has 3 tokens with a = 1, prompt 1 one token with a = 0: γ = 3/4 (a per-prompt mean would give 1/2)."""
+    e1, e2 = np.eye(2)
+    p0 = np.stack([np.tile(e2, (3, 1)), np.tile(e1, (3, 1))])
+    p1 = np.stack([e1[None], e2[None]])
+    df = als.gamma_rho(als.TokenStates.from_trajectories([p0, p1]), e1[:, None][None], n_boot=0)
+    assert df.gamma[0] == 0.75 and df.rho[0] == 0.75 and df.tokens[0] == 4 and df.prompts[0] == 2
+
+
+def test_bootstrap_resamples_prompts_not_tokens():
+    """Two prompts of 50 identical tokens each, values 0 and 1: resampling prompts gives the interval [0, 1]
+    (both draws from one prompt happen a quarter of the time each); resampling tokens would give about ±0.1."""
+    sums, counts = np.array([0.0, 50.0]), np.array([50.0, 50.0])
+    est, lo, hi = als.bootstrap_ratio(sums, counts, n_boot=2000, seed=0)
+    assert est == 0.5 and lo == 0.0 and hi == 1.0
+
+
+def test_cross_layer_relative_to_chance_normalises_each_column_by_its_basis():
+    rng = np.random.default_rng(9)
+    ts = als.TokenStates.from_trajectories(_random_trajs(rng, P=4, T=3, d=8))
+    B = _mixed_bases(rng, 8, [1, 2, 3])
+    g, r = als.cross_layer(ts, B)
+    gn, rn = als.cross_layer(ts, B, relative_to_chance=True)
+    chance = np.array([als.baseline_subspace(8, k) for k in (1, 2, 3)])
+    np.testing.assert_allclose(gn, g / chance[None, :], rtol=1e-12)
+    np.testing.assert_array_equal(rn, r)
+    np.testing.assert_allclose(np.diag(gn), als.gamma_rho(ts, B, n_boot=0).gamma_ratio, rtol=1e-12)
+    # a plane beats a line on raw values but not on normalised ones (isotropic states)
+    iso = _isotropic(seed=2, P=40, n=20, T=2, d=16)
+    Bi = _mixed_bases(rng, 16, [1, 2])
+    graw, _ = als.cross_layer(iso, Bi)
+    gnorm, _ = als.cross_layer(iso, Bi, relative_to_chance=True)
+    assert np.all(graw[:, 1] > 1.4 * graw[:, 0]) and np.all(np.abs(gnorm - 1) < 0.05)
+
+
+def test_fixed_direction_profile_on_isotropic_states_and_hand_build_up():
+    ts = _isotropic(seed=3, P=25, n=10, T=3, d=20)
+    B = np.zeros((20, 2))
+    B[:, :2] = _orthonormal(np.random.default_rng(0), 20, 2)
+    prof = als.fixed_direction_profile(ts, B, m=300, n_boot=200, seed=1)
+    assert prof.step.tolist() == [0, 1, 2, 3] and prof.k.tolist() == [2] * 4
+    np.testing.assert_allclose(prof.chance, als.baseline_subspace(20, 2))
+    np.testing.assert_allclose(prof.ratio, 1.0, atol=0.08)
+    assert np.all((prof.null_ratio_lo < 1) & (1 < prof.null_ratio_hi))
+    a = als.step_alignment(ts, B)
+    assert prof.build_up[0] == pytest.approx((a[2] - a[0]).mean(), rel=1e-12)  # input of the last layer minus embeddings
+    assert prof.build_up_lo[0] <= prof.build_up[0] <= prof.build_up_hi[0]
+    # isotropic states do not build up toward B: the change is one more draw of the random subspaces' changes
+    assert prof.build_up_null_lo[0] < prof.build_up[0] < prof.build_up_null_hi[0] and prof.p_build_up[0] > 0.05
+    # states that turn toward B step by step do: p is the smallest possible, 1/(m+1)
+    rng = np.random.default_rng(5)
+    X0 = rng.standard_normal((30, 8, 20))
+    drift = np.stack([X0 + 0.4 * t * np.sqrt(20) * B[:, 0] for t in range(4)], axis=1)  # (P, T+1, n, d)
+    ts_up = als.TokenStates.from_trajectories(list(drift))
+    up = als.fixed_direction_profile(ts_up, B, m=300, n_boot=200, seed=1)
+    assert up.build_up_lo[0] > 0 and up.p_build_up[0] == pytest.approx(1 / 301)
 
 
 def test_cross_layer_diagonal_equals_gamma_rho():
@@ -225,6 +392,9 @@ def test_shared_convergence_follows_the_gap_rate():
     df = als.shared_convergence(als.TokenStates.from_trajectories(trajs), eb, anchor=10)
     v1 = df[df.target == "v₁"].set_index("step")
     assert v1.rate.iloc[0] == pytest.approx(0.8, rel=1e-8)
+    assert v1.chance.iloc[0] == als.baseline_subspace(d, 1)  # each target's own chance level
+    span = df[df.target == "span{v₁, v₂}"]
+    assert span.chance.iloc[0] == als.baseline_subspace(d, int(eb.k12[0]))
     assert v1.alignment[60] > 1 - 1e-8
     ratio = (v1.distance[40] / v1.distance[20]) ** (1 / 20)
     assert ratio == pytest.approx(0.8, rel=0.02)
@@ -254,41 +424,40 @@ def test_checker_accepts_reference_and_rejects_wrong(capsys):
 
 
 # -- summaries for tables and text ------------------------------------------------------------------
-def _hand_frames():
-    """Two variants × two layers of gamma_rho / random_null rows with round numbers."""
+def _hand_results():
+    """Two variants × two layers of layer_varying-style result rows with round numbers."""
     import pandas as pd
 
-    res = pd.DataFrame({
-        "layer": [1, 2, 1, 2], "variant": ["a", "a", "b", "b"],
-        "gamma": [0.2, 0.4, 0.1, 0.3], "gamma_lo": [0.15, 0.35, 0.05, 0.25], "gamma_hi": [0.25, 0.45, 0.15, 0.35],
+    return pd.DataFrame({
+        "layer": [1, 2, 1, 2], "variant": ["a", "a", "b", "b"], "k": [1, 2, 1, 2],
+        "gamma": [0.2, 0.4, 0.1, 0.3], "chance": [0.05, 0.1, 0.05, 0.1],
+        "gamma_ratio": [4.0, 4.0, 2.0, 3.0], "gamma_ratio_lo": [3.0, 3.5, 1.0, 2.5], "gamma_ratio_hi": [5.0, 4.5, 3.0, 3.5],
+        "gamma_ratio_null_lo": [0.5, 0.6, 0.7, 0.8], "gamma_ratio_null_hi": [1.5, 1.6, 1.7, 1.8],
         "tilt": [0.01, -0.02, 0.03, 0.0],
         "rho": [0.6, 0.4, 0.55, 0.5], "rho_lo": [0.55, 0.3, 0.45, 0.42], "rho_hi": [0.65, 0.45, 0.6, 0.58],
+        "rho_null_lo": [0.4, 0.41, 0.42, 0.43], "rho_null_hi": [0.6, 0.61, 0.62, 0.63],
+        "q_gamma": [0.0004, 0.2, 0.01, 1.0], "q_rho": [0.5, 0.04, 0.0009, 0.3],
     })
-    null = pd.DataFrame({
-        "layer": [2, 1, 2, 1], "variant": ["a", "a", "b", "b"],  # other row order: the merge must match keys
-        "gamma_null": [0.1, 0.1, 0.2, 0.2], "gamma_null_lo": 0.0, "gamma_null_hi": 1.0,
-        "rho_null": [0.52, 0.48, 0.51, 0.49], "rho_null_lo": [0.4, 0.41, 0.42, 0.43], "rho_null_hi": [0.6, 0.61, 0.62, 0.63],
-    })
-    return res, null
 
 
 def test_gamma_rho_table_columns_are_the_hand_computations():
-    res, null = _hand_frames()
-    t = als.gamma_rho_table(res, null, b_d=0.05)
-    assert list(t.columns) == ["variant", "layer", "γ_t", "γ_t 95% CI", "γ_t / b_d", "Δγ_t", "ρ_t", "ρ_t 95% CI",
-                               "ρ_t null (random u)", "null 95% range"]
+    res = _hand_results()
+    t = als.gamma_rho_table(res)
+    assert list(t.columns) == ["variant", "layer", "k", "γ_t", "chance c_{d,k}", "γ_t / chance", "γ_t / chance 95% CI",
+                               "null 95% range of γ_t / chance", "q(γ_t)", "Δγ_t", "ρ_t", "ρ_t 95% CI",
+                               "null 95% range of ρ_t", "q(ρ_t)"]
     assert t.variant.tolist() == ["a", "a", "b", "b"] and t.layer.tolist() == [1, 2, 1, 2]
-    np.testing.assert_allclose(t["γ_t / b_d"], [4.0, 8.0, 2.0, 6.0], rtol=1e-12)
+    np.testing.assert_allclose(t["γ_t / chance"], res.gamma_ratio)
     np.testing.assert_allclose(t["Δγ_t"], res.tilt)
-    np.testing.assert_allclose(t["ρ_t null (random u)"], [0.48, 0.52, 0.49, 0.51])  # matched by (layer, variant)
-    assert t["γ_t 95% CI"][0] == "[0.1500, 0.2500]" and t["ρ_t 95% CI"][1] == "[0.300, 0.450]"
-    assert t["null 95% range"].tolist() == ["[0.410, 0.610]", "[0.400, 0.600]", "[0.430, 0.630]", "[0.420, 0.620]"]
+    assert t["γ_t / chance 95% CI"][0] == "[3.00, 5.00]" and t["ρ_t 95% CI"][1] == "[0.300, 0.450]"
+    assert t["null 95% range of γ_t / chance"][3] == "[0.80, 1.80]"
+    assert t["null 95% range of ρ_t"].tolist() == ["[0.400, 0.600]", "[0.410, 0.610]", "[0.420, 0.620]", "[0.430, 0.630]"]
+    assert t["q(γ_t)"].tolist() == ["<0.001", "0.200", "0.010", "1.000"] and t["q(ρ_t)"][2] == "<0.001"
 
 
 def test_null_range_diagonal_wins_and_range_position():
-    _, null = _hand_frames()
-    nr = als.null_range(null, b_d=0.1)
-    assert (nr.rho_min, nr.rho_max) == (0.48, 0.52) and nr.gamma_ratio_mean == pytest.approx(1.5, rel=1e-12)
+    nr = als.null_range(_hand_results())
+    assert (nr.rho_lo, nr.rho_hi, nr.gamma_ratio_lo, nr.gamma_ratio_hi) == (0.4, 0.63, 0.5, 1.8)
     m = np.array([[3.0, 1.0, 2.0], [5.0, 4.0, 0.0], [1.0, 1.0, 1.0]])  # rows 0 and 2 (a tie counts) win
     assert als.diagonal_wins(m) == 2
     assert als.diagonal_wins(m.T) == 1  # rows [3, 5, 1], [1, 4, 1], [2, 0, 1]: only the middle one wins

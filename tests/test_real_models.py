@@ -174,6 +174,11 @@ def test_layer_varying_one_row_per_layer_and_source(tokenized_dir, random_init):
         assert np.all(res[f"{col}_lo"] <= res[col] + 1e-12) and np.all(res[col] <= res[f"{col}_hi"] + 1e-12)
     assert np.all((res.rho >= 0) & (res.rho <= 1)) and np.all(res.gamma > 0)
     assert np.all(null.rho_null_lo <= null.rho_null) and np.all(null.rho_null <= null.rho_null_hi)
+    # each layer's null test is merged into its result row, and the null draws the layer's own dimension
+    for col in rm.NULL_TEST_COLUMNS:
+        np.testing.assert_array_equal(res[col].to_numpy(), null[col].to_numpy())
+    assert res.k.tolist() == list(eb.k1) * 2 and null.k.tolist() == res.k.tolist() and null.draws.tolist() == [20] * 4
+    np.testing.assert_allclose(res.gamma_ratio, res.gamma / res.chance, rtol=1e-12)
     n_content = sum(int((~s).sum()) for s in S)
     assert res.tokens.tolist() == [n_content] * 4 and res.prompts.tolist() == [len(TEXTS)] * 4
     # the real-forward-pass source is the residual stream itself, the simplified one starts from its embeddings
@@ -188,14 +193,16 @@ def test_layer_varying_one_row_per_layer_and_source(tokenized_dir, random_init):
         rm.select_source(res, "simulated")
 
 
-def _results(variant_prefix, gamma, rho, rho_lo, rho_hi):
+def _results(variant_prefix, gamma_ratio, rho, q_gamma=None, q_rho=None):
     """A hand-made layer_varying results frame: the same numbers for both sources."""
     import pandas as pd
 
-    L = len(gamma)
+    L = len(gamma_ratio)
+    q_gamma = [1.0] * L if q_gamma is None else q_gamma
+    q_rho = [1.0] * L if q_rho is None else q_rho
     return pd.concat([
-        pd.DataFrame({"layer": np.arange(1, L + 1), "variant": f"{variant_prefix} · {s}", "gamma": gamma,
-                      "tilt": np.full(L, 0.01) * (k + 1), "rho": rho, "rho_lo": rho_lo, "rho_hi": rho_hi})
+        pd.DataFrame({"layer": np.arange(1, L + 1), "variant": f"{variant_prefix} · {s}", "gamma_ratio": gamma_ratio,
+                      "tilt": np.full(L, 0.01) * (k + 1), "rho": rho, "q_gamma": q_gamma, "q_rho": q_rho})
         for k, s in enumerate(rm.TRAJECTORIES)
     ], ignore_index=True)
 
@@ -203,38 +210,42 @@ def _results(variant_prefix, gamma, rho, rho_lo, rho_hi):
 def test_layer_range_and_overview_row_on_hand_made_frames():
     import pandas as pd
 
-    res = _results("trained", [0.1, 0.3, 0.2], [0.6, 0.3, 0.5], [0.55, 0.2, 0.4], [0.7, 0.45, 0.6])
-    r = rm.layer_range(res, "simplified", b_d=0.05)
-    assert (r.gamma_ratio_min, r.gamma_ratio_max) == pytest.approx((2.0, 6.0), rel=1e-12)
-    assert (r.rho_min, r.rho_max, r.rho_min_layer, r.rho_above, r.rho_below) == (0.3, 0.6, 2, 1, 1)
-    pooled = rm.layer_range(pd.concat([res, res.assign(rho=res.rho + 0.1)]), "simplified", b_d=0.05)  # repeated index
-    assert (pooled.rho_min, pooled.rho_max, pooled.rho_min_layer, pooled.rho_above) == (0.3, pytest.approx(0.7), 2, 2)
-    null = pd.DataFrame({"layer": [1, 2, 3] * 2, "rho_null": [0.5, 0.4, 0.6, 0.1, 0.1, 0.1],
-                         "variant": [f"trained · {s}" for s in rm.TRAJECTORIES for _ in range(3)]})
-    row = rm.overview_row("M (trained)", res, null, "real forward pass", b_d=0.05)
+    res = _results("trained", [2.0, 6.0, 4.0], [0.6, 0.3, 0.5], q_gamma=[0.01, 0.2, 0.049], q_rho=[0.05, 0.5, 0.001])
+    r = rm.layer_range(res, "simplified")
+    assert (r.gamma_ratio_min, r.gamma_ratio_max, r.layers) == (2.0, 6.0, 3)
+    assert (r.rho_min, r.rho_max, r.rho_min_layer) == (0.3, 0.6, 2)
+    assert r.gamma_beat == (1, 3) and r.rho_beat == (3,)  # q < 0.05 strictly
+    pooled = rm.layer_range(pd.concat([res, res.assign(rho=res.rho + 0.1)]), "simplified")  # repeated index
+    assert (pooled.rho_min, pooled.rho_max, pooled.rho_min_layer, pooled.layers) == (0.3, pytest.approx(0.7), 2, 6)
+    assert pooled.gamma_beat == (1, 3, 1, 3)
+    row = rm.overview_row("M (trained)", res, "real forward pass")
     assert row["model"] == "M (trained)" and row["trajectories"] == "real forward pass"
-    assert row["mean γ_t / b_d"] == pytest.approx(4.0) and row["mean Δγ_t"] == pytest.approx(0.02)
-    assert row["mean ρ_t"] == pytest.approx(1.4 / 3) and row["mean ρ_t(random u)"] == pytest.approx(0.1)
-    assert row["layers with ρ_t CI > 0.5"] == 1
+    assert row["mean γ_t / chance"] == pytest.approx(4.0) and row["mean Δγ_t"] == pytest.approx(0.02)
+    assert row["mean ρ_t"] == pytest.approx(1.4 / 3)
+    assert row["layers where γ_t beats its null"] == "1, 3" and row["layers where ρ_t beats its null"] == "3"
+    assert rm.overview_row("M", _results("trained", [1.0], [0.5]), "simplified")["layers where ρ_t beats its null"] == "none"
 
 
 @pytest.mark.parametrize("trained_gamma, trained_rho, where_g, where_r, learned", [
-    (5.0, 0.875, "above", "above", True),  # mean γ/b_d 10 against the twins' 2 and 4; mean ρ 0.875 against 0.5, 0.75
-    (1.5, 0.875, "within", "above", False),
-    (0.5, 0.25, "below", "below", False),
-    (2.0, 0.75, "within", "within", False),  # equal to the twins' maximum is not above (binary-exact numbers)
+    (10.0, 0.875, "above", "above", True),  # mean γ/chance 10 against the twins' 2 and 4; mean ρ 0.875 against 0.5, 0.75
+    (3.0, 0.875, "within", "above", False),
+    (1.0, 0.25, "below", "below", False),
+    (4.0, 0.75, "within", "within", False),  # equal to the twins' maximum is not above (binary-exact numbers)
 ])
 def test_compare_to_twins(trained_gamma, trained_rho, where_g, where_r, learned):
-    flat = dict(rho_lo=[0.0, 0.0], rho_hi=[1.0, 1.0])
-    trained = _results("trained", [trained_gamma] * 2, [trained_rho] * 2, **flat)
-    twins = [_results("random init s0", [1.0, 1.0], [0.25, 0.75], **flat),
-             _results("random init s1", [1.0, 3.0], [0.75, 0.75], **flat)]
-    c = rm.compare_to_twins(trained, twins, "simplified", b_d=0.5)
+    trained = _results("trained", [trained_gamma] * 2, [trained_rho] * 2, q_gamma=[0.01, 0.5], q_rho=[0.01, 0.01])
+    twins = [_results("random init s0", [2.0, 2.0], [0.25, 0.75], q_gamma=[0.01, 0.01]),
+             _results("random init s1", [2.0, 6.0], [0.75, 0.75])]
+    c = rm.compare_to_twins(trained, twins, "simplified")
     assert c.source == "simplified"
-    assert c.trained_gamma == trained_gamma / 0.5 and c.twin_gamma == (2.0, 4.0)
+    assert c.trained_gamma == trained_gamma and c.twin_gamma == (2.0, 4.0)
     assert c.trained_rho == trained_rho and c.twin_rho == (0.5, 0.75)
     assert (c.gamma_where, c.rho_where, c.learned) == (where_g, where_r, learned)
-    real = rm.compare_to_twins(trained, twins[:1], "real forward pass", b_d=0.5)  # the other source, one twin
+    # layer by layer: above every twin's value of the same layer (layer 1: max 2, layer 2: max 6; ρ: 0.75, 0.75)
+    assert c.gamma_layers_above == tuple(t for t, top in ((1, 2.0), (2, 6.0)) if trained_gamma > top)
+    assert c.rho_layers_above == ((1, 2) if trained_rho > 0.75 else ())
+    assert (c.trained_gamma_beat, c.twin_gamma_beat, c.trained_rho_beat, c.twin_rho_beat) == (1, (2, 0), 2, (0, 0))
+    real = rm.compare_to_twins(trained, twins[:1], "real forward pass")  # the other source, one twin
     assert real.source == "real forward pass" and real.twin_gamma == (2.0,)
 
 
@@ -274,7 +285,7 @@ def test_run_paper_model_without_tokenizer_still_gives_the_spectrum(tiny_dir):
     assert list(run.spectrum.columns) == ["model", "layer", "λ1", "λ1 complex", "gap ratio", "span{v1,v2} ratio"]
     eb = als.eigen_bases(lib.load_model(str(tiny_dir("gpt2"))).layer_matrices())
     np.testing.assert_allclose(run.spectrum["gap ratio"], eb.gap_ratio, rtol=1e-12)
-    assert run.spectrum.layer.tolist() == [1, 2] and run.b_d == als.baseline_subspace(32)
+    assert run.spectrum.layer.tolist() == [1, 2]
 
 
 def test_run_paper_model_layer_varying_and_shared(tokenized_dir):
