@@ -47,7 +47,7 @@ def test_verdict_if_checks_its_vocabulary():
 
 
 def test_claims_table_has_one_row_per_claim_pasting_from_its_chapter():
-    for source in ("li2026power", "fernando2026residual"):
+    for source in ("li2026power", "fernando2026residual", "ours"):
         lines = claims_markdown(source)
         claims = [c for c in results.CLAIMS if c.source == source]
         assert sum(line.startswith("* - ") for line in lines) == len(claims) + 1  # + header row
