@@ -55,21 +55,34 @@ def depth_chart(
     y_title: str,
     baseline: str | None = None,
     domain: Sequence[float] | None = None,
+    interval: tuple[str, str] | None = None,
+    detail: str | None = None,
 ) -> alt.TopLevelMixin:
     """A metric against relative depth, one line per ``series``, one panel per ``model``.
 
     ``df`` has columns ``model``, ``depth`` (``(l+1)/L``), ``layer``, ``series`` and ``value``; the
     optional column ``baseline`` (constant within a model, e.g. the Ginibre complex fraction for that
-    model's ``d``) is drawn as a dashed black line.
+    model's ``d``) is drawn as a dashed black line. ``interval``: the ``(lo, hi)`` columns of a
+    bootstrap interval, drawn as error bars (rows where they are NaN get none). ``detail``: a column
+    that splits one series into several lines of the same colour (e.g. the random-init seed).
     """
     scale = alt.Scale(domain=list(domain)) if domain is not None else alt.Scale(zero=False)
-    line = alt.Chart().mark_line(point=True).encode(
+    enc = dict(
         x=alt.X("depth:Q", title="relative depth (l+1)/L", scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y(f"{value}:Q", title=y_title, scale=scale),
-        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom")),
-        tooltip=["series:N", "layer:Q", alt.Tooltip(f"{value}:Q", format=".3f")],
+        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", columns=2)),
+    )
+    if detail is not None:
+        enc["detail"] = alt.Detail(f"{detail}:N")
+    tips = ["series:N", "layer:Q", alt.Tooltip(f"{value}:Q", format=".3f")]
+    if interval is not None:
+        tips += [alt.Tooltip(f"{interval[0]}:Q", format=".3f"), alt.Tooltip(f"{interval[1]}:Q", format=".3f")]
+    line = alt.Chart().mark_line(point=True).encode(
+        y=alt.Y(f"{value}:Q", title=y_title, scale=scale), tooltip=tips, **enc
     )
     layers = [line]
+    if interval is not None:
+        layers.append(alt.Chart().mark_rule().encode(
+            y=alt.Y(f"{interval[0]}:Q", scale=scale), y2=f"{interval[1]}:Q", **enc))
     if baseline is not None:
         layers.append(
             alt.Chart().mark_rule(strokeDash=[5, 4], color="black").encode(
@@ -78,23 +91,25 @@ def depth_chart(
         )
     chart = alt.layer(*layers, data=df).properties(width=260, height=200).facet(
         column=alt.Column("model:N", title=None)
-    )
+    ).resolve_scale(y="independent")
     return titled(chart, title, model)
 
 
 def funnel_chart(df: pd.DataFrame, *, title: str, model: str, log_y: bool = True) -> alt.TopLevelMixin:
-    """Effective rank of the cumulative product against depth; ``df``: ``blocks``, ``erank``, ``variant``, ``model``."""
+    """Effective rank of the cumulative product against depth; ``df``: ``blocks``, ``erank``, ``variant``, ``model``
+    (optionally ``seed``: one line per seed within a variant)."""
     y = alt.Y("erank:Q", title="erank(P_l)", scale=alt.Scale(type="log") if log_y else alt.Scale())
     chart = (
         alt.Chart(df)
         .mark_line(point=True)
         .encode(
-            x=alt.X("blocks:Q", title="blocks multiplied (l)", axis=alt.Axis(tickMinStep=1)),
+            x=alt.X("blocks:Q", title="last block multiplied (0: identity)", axis=alt.Axis(tickMinStep=1)),
             y=y,
             # one legend for both channels (a legend=None on either would hide it for both)
             color=alt.Color("variant:N", title=None, legend=alt.Legend(orient="bottom", columns=2, symbolType="stroke", symbolStrokeWidth=2)),
             strokeDash=alt.StrokeDash("variant:N", title=None),
             tooltip=["model:N", "variant:N", "blocks:Q", alt.Tooltip("erank:Q", format=".1f")],
+            **({"detail": alt.Detail("seed:N")} if "seed" in df.columns else {}),
         )
         .properties(width=260, height=220)
         .facet(column=alt.Column("model:N", title=None))
@@ -155,7 +170,8 @@ def community_graph_chart(
 def coupling_chart(df: pd.DataFrame, *, title: str, model: str) -> alt.TopLevelMixin:
     """Spearman r_S(participation, log gain) against relative depth; filled points: BH-adjusted p < 0.05.
 
-    ``df``: ``depth``, ``layer``, ``r_s``, ``q`` (BH-adjusted p, null a), ``p_relabel``, ``series``, ``model``.
+    ``df``: ``depth``, ``layer``, ``r_s``, ``q`` (BH-adjusted p, null a), ``p_relabel``, ``series``, ``model``;
+    optionally ``weights`` (one line per random-init seed within a series).
     """
     df = df.assign(significant=np.where(df.q < 0.05, "q < 0.05", "n.s."))
     # No layer brings its own data: the facet splits the layer's shared data by model. (A zero line
@@ -165,6 +181,7 @@ def coupling_chart(df: pd.DataFrame, *, title: str, model: str) -> alt.TopLevelM
         x=alt.X("depth:Q", title="relative depth (l+1)/L", scale=alt.Scale(domain=[0, 1])),
         y=alt.Y("r_s:Q", title="r_S (participation vs log gain)"),
         color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom")),
+        **({"detail": alt.Detail("weights:N")} if "weights" in df.columns else {}),
     )
     pts = base.mark_point(size=70, filled=True).encode(
         shape=alt.Shape("significant:N", scale=alt.Scale(domain=["q < 0.05", "n.s."], range=["circle", "cross"]),

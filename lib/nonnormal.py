@@ -25,6 +25,7 @@ from lib.spectra import TAU_COMPLEX, as_float64, eigvals
 
 __all__ = [
     "FunnelResult",
+    "both_controls",
     "check_effective_rank",
     "check_schur_normal",
     "funnel_variants",
@@ -189,17 +190,8 @@ def _block_diag_mask(T: np.ndarray) -> np.ndarray:
     return mask
 
 
-def schur_normal(M, sort: str | None = None) -> np.ndarray:
-    """The real normal matrix with ``M``'s eigenvalues in ``M``'s Schur basis (reconstructed control).
-
-    ``M = Q T Qᵀ`` (real Schur). Keep the 1×1 blocks; replace each standardized 2×2 block
-    ``[[a, b], [c, a]]`` (``bc < 0``) by ``[[a, s], [−s, a]]`` with ``s = sign(b) sqrt(−bc)``, which
-    is normal and has the same eigenvalues ``a ± i sqrt(−bc)``; zero everything above the block
-    diagonal. Returns ``Q T_N Qᵀ``. ``sort`` is passed to ``scipy.linalg.schur`` (e.g. ``"ouc"``) for
-    the ordering sensitivity run.
-    """
-    A = _square(M)
-    T, Q = scipy.linalg.schur(A, output="real", sort=sort)[:2] if sort else scipy.linalg.schur(A, output="real")
+def _normal_blocks(T: np.ndarray) -> np.ndarray:
+    """``T_N``: the 1×1 blocks of a real Schur form kept, each 2×2 block made normal, the rest zero."""
     TN = np.zeros_like(T)
     for s, n in real_schur_blocks(T):
         if n == 1:
@@ -209,7 +201,43 @@ def schur_normal(M, sort: str | None = None) -> np.ndarray:
             b, c = T[s, s + 1], T[s + 1, s]
             w = np.sign(b) * np.sqrt(max(-b * c, 0.0))
             TN[s : s + 2, s : s + 2] = [[a, w], [-w, a]]
-    return Q @ TN @ Q.T
+    return TN
+
+
+def _shuffled_upper(T: np.ndarray, seed: int, variant: str) -> np.ndarray:
+    """``T`` with its strictly-upper, off-block entries permuted (or sign-flipped), seeded."""
+    upper = np.triu(np.ones_like(T, dtype=bool), 1) & ~_block_diag_mask(T)
+    rng = np.random.default_rng(seed)
+    vals = T[upper]
+    if variant == "permute":
+        vals = rng.permutation(vals)
+    elif variant == "signs":
+        vals = vals * rng.choice([-1.0, 1.0], size=vals.shape)
+    else:
+        raise ValueError(f"variant must be 'permute' or 'signs', got {variant!r}")
+    T2 = T.copy()
+    T2[upper] = vals
+    return T2
+
+
+def schur_normal(M, sort: str | None = None) -> np.ndarray:
+    """The real normal matrix with ``M``'s eigenvalues in ``M``'s Schur basis (reconstructed control).
+
+    ``M = Q T Qᵀ`` (real Schur). Keep the 1×1 blocks; replace each standardized 2×2 block
+    ``[[a, b], [c, a]]`` (``bc < 0``) by ``[[a, s], [−s, a]]`` with ``s = sign(b) sqrt(−bc)``, which
+    is normal and has the same eigenvalues ``a ± i sqrt(−bc)``; zero everything above the block
+    diagonal. Returns ``Q T_N Qᵀ`` (in ``M``'s own basis: a normal ``M`` is returned unchanged).
+    ``sort`` is passed to ``scipy.linalg.schur`` (e.g. ``"ouc"``) for the ordering sensitivity run.
+    """
+    A = _square(M)
+    T, Q = scipy.linalg.schur(A, output="real", sort=sort)[:2] if sort else scipy.linalg.schur(A, output="real")
+    return Q @ _normal_blocks(T) @ Q.T
+
+
+def both_controls(M, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(schur_normal(M), shuffled_schur(M, seed))`` from one real Schur decomposition (half the work)."""
+    T, Q = scipy.linalg.schur(_square(M), output="real")
+    return Q @ _normal_blocks(T) @ Q.T, Q @ _shuffled_upper(T, seed, "permute") @ Q.T
 
 
 def schur_normal_naive(M) -> np.ndarray:
@@ -226,20 +254,8 @@ def shuffled_schur(M, seed: int = 0, variant: str = "permute") -> np.ndarray:
     ``"signs"``: random sign flips only. Eigenvalues and ``‖T‖_F`` are unchanged, so the Henrici
     departure is exactly preserved; only its arrangement changes.
     """
-    A = _square(M)
-    T, Q = scipy.linalg.schur(A, output="real")
-    upper = np.triu(np.ones_like(T, dtype=bool), 1) & ~_block_diag_mask(T)
-    rng = np.random.default_rng(seed)
-    vals = T[upper]
-    if variant == "permute":
-        vals = rng.permutation(vals)
-    elif variant == "signs":
-        vals = vals * rng.choice([-1.0, 1.0], size=vals.shape)
-    else:
-        raise ValueError(f"variant must be 'permute' or 'signs', got {variant!r}")
-    T2 = T.copy()
-    T2[upper] = vals
-    return Q @ T2 @ Q.T
+    T, Q = scipy.linalg.schur(_square(M), output="real")
+    return Q @ _shuffled_upper(T, seed, variant) @ Q.T
 
 
 def normality_residual(M) -> float:
@@ -293,10 +309,11 @@ def control_matrices(Jbar, seed: int = 0) -> dict[str, np.ndarray]:
     :func:`shuffled_schur` with seed ``seed + l``). Compute once, then multiply slices as needed.
     """
     Js = as_float64(Jbar)
+    pairs = [both_controls(J, seed=seed + l) for l, J in enumerate(Js)]
     return {
         "as measured": Js,
-        "Schur-normal": np.stack([schur_normal(J) for J in Js]),
-        "shuffled Schur": np.stack([shuffled_schur(J, seed=seed + l) for l, J in enumerate(Js)]),
+        "Schur-normal": np.stack([p[0] for p in pairs]),
+        "shuffled Schur": np.stack([p[1] for p in pairs]),
     }
 
 

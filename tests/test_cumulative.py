@@ -117,3 +117,13 @@ def test_erank_from_singular_values_matches_nonnormal():
         s = torch.linalg.svdvals(torch.from_numpy(M))
         assert abs(float(erank_from_singular_values(s)) - nonnormal.effective_rank(M)) < 1e-12
     assert float(erank_from_singular_values(torch.zeros(4))) == 0.0
+
+
+def test_truncation_can_raise_the_final_erank():
+    """Chapter 4, exercise 4: σ = (1, 1, 0.01) then diag(1, 1, 1000); truncating to k = 2 gives erank 2, the
+    untruncated product about 1.2 (the fast kernel agrees with the reference on it)."""
+    Js = np.stack([np.diag([1.0, 1.0, 0.01]), np.diag([1.0, 1.0, 1000.0])])
+    full = cumulative_effective_rank(Js).erank.numpy()[-1]
+    trunc = cumulative_effective_rank(Js, k=2, randomized=False).erank.numpy()[-1]
+    assert trunc == pytest.approx(2.0) and full < 1.3 and trunc > full
+    assert trunc == pytest.approx(nonnormal.cumulative_product(Js, k=2).erank[-1])

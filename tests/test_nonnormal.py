@@ -155,3 +155,80 @@ def test_funnel_variants_keys():
     v = nn.funnel_variants(Js)
     assert set(v) == {"as measured", "Schur-normal", "shuffled Schur"}
     assert all(len(r.erank) == 4 for r in v.values())
+
+
+# --- Values, not only invariants: each test below fails on one plausible wrong implementation ---
+
+
+def test_henrici_rel_normalised_by_the_update_not_by_J():
+    """δ_H = dep(J − I)/‖J − I‖_F: a nilpotent update is all departure (δ_H = 1), whatever the identity adds.
+
+    Normalising by ‖J‖_F instead gives 1/√3 for the 2 × 2 case below.
+    """
+    J = np.array([[1.0, 1.0], [0.0, 1.0]])
+    assert nn.henrici_rel(J) == pytest.approx(1.0, rel=1e-12)
+    # a triangular update with known diagonal: dep² = Σ strictly-upper², ‖A‖² adds the diagonal
+    A = np.array([[0.5, 2.0, 1.0], [0.0, -0.3, 0.4], [0.0, 0.0, 0.2]])
+    want = np.sqrt(2.0**2 + 1.0 + 0.4**2) / np.linalg.norm(A)
+    assert nn.henrici_rel(np.eye(3) + A) == pytest.approx(want, rel=1e-10)
+    assert nn.layer_metrics((np.eye(3) + A)[None]).delta_H.iloc[0] == pytest.approx(want, rel=1e-10)
+
+
+def test_rotation_fraction_value_and_layer_metrics_use_the_update():
+    """r_rot is a ratio of *squared* norms, on Ā = J̄ − I (not on J̄, where the identity looks symmetric)."""
+    A = np.array([[1.0, 1.0], [0.0, 1.0]])  # ‖(A − Aᵀ)/2‖² = 0.5, ‖A‖² = 3
+    assert nn.rotation_fraction(A) == pytest.approx(1 / 6, rel=1e-12)
+    B = np.random.default_rng(7).standard_normal((6, 6))
+    K = (B - B.T) / 10  # a pure rotation update
+    row = nn.layer_metrics((np.eye(6) + K)[None]).iloc[0]
+    assert row.r_rot == pytest.approx(1.0, rel=1e-12)
+    assert row.update_norm == pytest.approx(np.linalg.norm(K), rel=1e-12)
+
+
+def test_schur_normal_is_in_the_original_basis():
+    """A normal matrix is its own Schur-normal control; a control left in the Schur basis (T_N, not Q T_N Qᵀ)
+    keeps the spectrum and normality but fails here."""
+    rng = np.random.default_rng(8)
+    Q, _ = np.linalg.qr(rng.standard_normal((10, 10)))
+    M = Q @ _rot_blocks([0.4, 1.1, 2.0, 0.0, np.pi], [1.0, 0.7, 1.3, 0.5, 0.9]) @ Q.T  # orthogonally similar to blocks: normal
+    np.testing.assert_allclose(nn.schur_normal(M), M, atol=1e-12)
+    S = (M + M.T) / 2  # symmetric
+    np.testing.assert_allclose(nn.schur_normal(S), S, atol=1e-12)
+    # a small non-normal perturbation moves the control only a little, in the original basis
+    E = 1e-3 * rng.standard_normal((10, 10))
+    assert np.linalg.norm(nn.schur_normal(M + E) - M) < 1e-1
+
+
+def test_shuffled_schur_is_in_the_original_basis():
+    """The shuffled control shares M's Schur basis: Qᵀ S Q is quasi-triangular with M's diagonal blocks, and a
+    normal M (nothing to shuffle) comes back unchanged."""
+    import scipy.linalg
+
+    M = _toy(40, seed=2)
+    T, Q = scipy.linalg.schur(M, output="real")
+    S = nn.shuffled_schur(M, seed=1)
+    T2 = Q.T @ S @ Q
+    mask = np.zeros_like(T, dtype=bool)
+    for s, n in nn.real_schur_blocks(T):
+        mask[s : s + n, s : s + n] = True
+    below = np.tril(np.ones_like(T, dtype=bool), -1) & ~mask
+    assert np.abs(T2[below]).max() < 1e-10 * np.abs(T).max()
+    np.testing.assert_allclose(T2[mask], T[mask], atol=1e-10)
+    rng = np.random.default_rng(9)
+    Qn, _ = np.linalg.qr(rng.standard_normal((8, 8)))
+    N = Qn @ _rot_blocks([0.3, 1.2, 0.0, 2.5], [1.0, 2.0, 0.5, 1.5]) @ Qn.T
+    np.testing.assert_allclose(nn.shuffled_schur(N, seed=4), N, atol=1e-12)
+
+
+def test_truncation_can_raise_the_effective_rank():
+    """Chapter 4, exercise 4: truncating at every step is not monotone in the erank.
+
+    σ = (1, 1, 0.01) then diag(1, 1, 1000): untruncated the third direction ends dominant (erank ≈ 1.2);
+    truncated to k = 2 it is dropped at step 1 and the product keeps two equal directions (erank 2).
+    """
+    Js = np.stack([np.diag([1.0, 1.0, 0.01]), np.diag([1.0, 1.0, 1000.0])])
+    full = nn.cumulative_product(Js).erank[-1]
+    trunc = nn.cumulative_product(Js, k=2).erank[-1]
+    assert trunc == pytest.approx(2.0, rel=1e-12)
+    assert full < 1.3
+    assert trunc > full
