@@ -32,10 +32,13 @@ VERDICTS: tuple[str, ...] = (
     "partly reproduced",
     "not reproduced",
     "not specific to training",
+    "inconclusive (underpowered)",
     "not testable offline",
 )
 """The verdicts a row may carry. "reproduced on toys": a theorem checked on constructed matrices, not on a
-trained model; "not specific to training": the effect is there, and as large at random initialization."""
+trained model; "not specific to training": the effect is there, and as large at random initialization;
+"inconclusive (underpowered)": the test found nothing, but a power analysis shows it could not have seen a
+modest effect at this sample size."""
 
 
 @dataclass(frozen=True)
