@@ -41,6 +41,23 @@ def tiny_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny64(tiny_dir):
+    """``tiny64(family)`` -> the tiny checkpoint of that family loaded in float64 (cached per session)."""
+    import torch
+
+    import lib
+
+    cache: dict[str, object] = {}
+
+    def get(family: str):
+        if family not in cache:
+            cache[family] = lib.load_model(str(tiny_dir(family)), dtype=torch.float64)
+        return cache[family]
+
+    return get
+
+
+@pytest.fixture(scope="session")
 def wide_dir(tmp_path_factory):
     """``wide_dir(family)`` -> folder of a saved random-init ``d = 256`` checkpoint of that family (cached)."""
     import torch

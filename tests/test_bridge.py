@@ -7,38 +7,14 @@ import pytest
 import scipy.linalg
 import scipy.stats
 import torch
+from conftest import FAMILIES
+from tiny_models import block_inputs, fp64_tolerance
 
 import lib
 from lib import bridge as br
 from lib import bridge_views as bv
 from lib import jacobian as jac
 from lib import nonnormal as nn
-
-FAMILIES = ("bert", "albert", "gpt2", "gpt_neo", "llama", "olmo2", "gemma2")
-RMS = ("llama", "olmo2", "gemma2")  # Hugging Face's RMSNorm computes in float32 even in a float64 model
-
-
-def _tol(family):
-    return 1e-6 if family in RMS else 1e-10
-
-
-@pytest.fixture(scope="module")
-def tiny64(tiny_dir):
-    cache = {}
-
-    def get(family):
-        if family not in cache:
-            cache[family] = lib.load_model(str(tiny_dir(family)), dtype=torch.float64)
-        return cache[family]
-
-    return get
-
-
-def _inputs(model, P=3, seed=0):
-    """The last-token inputs of block 1 for random token ids ``(P, d)``."""
-    g = torch.Generator().manual_seed(seed)
-    return torch.stack([model.hidden_states_ids(torch.randint(0, model.config.vocab_size, (7,), generator=g))[1, -1]
-                        for _ in range(P)])
 
 
 def _attention_output_module(model, t):
@@ -68,24 +44,24 @@ def test_decomposition_matches_autodiff_every_family(tiny64, family):
     """J = J_skip + J_F equals autodiff of the real block, and J − J_F equals autodiff with the attention
     output detached (an independent definition of "the path that avoids F")."""
     model = tiny64(family)
-    X = _inputs(model)
+    X = block_inputs(model)
     dec = br.decompose(model, 1, X)
     J_ad = jac.layer_jacobians(model, 1, X, method="autodiff").numpy()
     skip_ad = _detached_attention_jacobian(model, 1, X).numpy()
     scale = np.linalg.norm(J_ad)
-    assert np.linalg.norm(dec.J - J_ad) / scale < _tol(family)
-    assert np.linalg.norm((dec.J - dec.J_F) - skip_ad) / scale < _tol(family)
+    assert np.linalg.norm(dec.J - J_ad) / scale < fp64_tolerance(family)
+    assert np.linalg.norm((dec.J - dec.J_F) - skip_ad) / scale < fp64_tolerance(family)
     assert np.linalg.norm(dec.J_F) > 1e-3 * scale  # the attention path is not trivially zero
 
 
 @pytest.mark.parametrize("family", ["bert", "llama", "gemma2"])
 def test_attention_factors_rebuild_the_attention_sub_block(tiny64, family):
     model = tiny64(family)
-    X = _inputs(model)
+    X = block_inputs(model)
     S, L, R = br.attention_factors(model, 1, X)
     F = model.layer(1).attention.layer_matrix()
     ref = jac.layer_jacobians(model, 1, X, part="attn", method="autodiff")
-    assert torch.linalg.norm(S + L @ F @ R - ref) / torch.linalg.norm(ref) < _tol(family)
+    assert torch.linalg.norm(S + L @ F @ R - ref) / torch.linalg.norm(ref) < fp64_tolerance(family)
 
 
 def test_layout_and_reference(tiny64):

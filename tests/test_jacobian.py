@@ -5,47 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import FAMILIES
+from tiny_models import block_inputs, fp64_tolerance
 
 import lib
 from lib import jacobian as jac
 from lib.errors import InputError
 from lib.spectra import eigvals
 
-FAMILIES = ("bert", "albert", "gpt2", "gpt_neo", "llama", "olmo2", "gemma2")
-RMS = ("llama", "olmo2", "gemma2")  # Hugging Face's RMSNorm computes in float32 even in a float64 model
-
-
-def _tol(family):
-    """fp64 identities hold to 1e-10 with LayerNorm; RMSNorm families are limited by its float32 step."""
-    return 1e-6 if family in RMS else 1e-10
-
-
-def _inputs(model, P=3, seed=0):
-    """Realistic residual vectors: the last-token inputs of block 1 for random token ids."""
-    g = torch.Generator().manual_seed(seed)
-    xs = []
-    for _ in range(P):
-        ids = torch.randint(0, model.config.vocab_size, (7,), generator=g)
-        xs.append(model.hidden_states_ids(ids)[1, -1])
-    return torch.stack(xs)
-
-
-@pytest.fixture(scope="module")
-def tiny64(tiny_dir):
-    cache = {}
-
-    def get(family):
-        if family not in cache:
-            cache[family] = lib.load_model(str(tiny_dir(family)), dtype=torch.float64)
-        return cache[family]
-
-    return get
-
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_against_finite_differences_J1(tiny64, family):
     model = tiny64(family)
-    x = _inputs(model, P=1)[0]
+    x = block_inputs(model, P=1)[0]
     t = 1
     J = jac.layer_jacobian(model, t, x).cpu().numpy()
     f = jac.block_fn(model, t)
@@ -64,7 +36,7 @@ def test_against_finite_differences_J1(tiny64, family):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_batched_matches_autograd_loop_and_modes(tiny_dir, family):
     model = lib.load_model(str(tiny_dir(family)))  # fp32, as the chapter runs it
-    X = _inputs(model, P=4)
+    X = block_inputs(model, P=4)
     f = jac.block_fn(model, 1)
     rev = jac.layer_jacobians(model, 1, X)
     fwd = jac.layer_jacobians(model, 1, X, mode="fwd")
@@ -81,25 +53,25 @@ def test_batched_matches_autograd_loop_and_modes(tiny_dir, family):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_sub_blocks_compose_to_block(tiny64, family):
     model = tiny64(family)
-    X = _inputs(model, P=2)
+    X = block_inputs(model, P=2)
     attn, mlp = jac.sub_block_fns(model, 1)
     with torch.no_grad():
         np.testing.assert_allclose(mlp(attn(X)).numpy(), jac.block_fn(model, 1)(X).numpy(), rtol=1e-10, atol=1e-10)  # same ops
     JA = jac.layer_jacobians(model, 1, X, part="attn")
     JM = jac.layer_jacobians(model, 1, X, part="mlp")
     J = jac.layer_jacobians(model, 1, X)
-    assert torch.linalg.norm(JM @ JA - J) / torch.linalg.norm(J) < _tol(family)
+    assert torch.linalg.norm(JM @ JA - J) / torch.linalg.norm(J) < fp64_tolerance(family)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_closed_form_equals_autodiff_of_the_modules(tiny64, family):
     """lib.jacobian_closed is exact: block, attention and MLP Jacobians equal autodiff of the real modules (fp64)."""
     model = tiny64(family)
-    X = _inputs(model, P=3)
+    X = block_inputs(model, P=3)
     for part in ("block", "attn", "mlp"):
         closed = jac.layer_jacobians(model, 1, X, part=part)
         auto = jac.layer_jacobians(model, 1, X, part=part, method="autodiff")
-        assert torch.linalg.norm(closed - auto) / torch.linalg.norm(auto) < _tol(family), part
+        assert torch.linalg.norm(closed - auto) / torch.linalg.norm(auto) < fp64_tolerance(family), part
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -108,7 +80,7 @@ def test_norm_jacobians_are_diagonal_minus_low_rank(tiny64, family):
     from lib.jacobian_closed import norm_jacobian
 
     model = tiny64(family)
-    X = _inputs(model, P=2)
+    X = block_inputs(model, P=2)
     norms = [m for m in model.blocks[1].modules() if "norm" in type(m).__name__.lower()]
     assert norms
     for norm in norms:
@@ -116,19 +88,19 @@ def test_norm_jacobians_are_diagonal_minus_low_rank(tiny64, family):
             continue
         want = torch.stack([torch.func.jacrev(norm)(x) for x in X])
         got = norm_jacobian(norm, X).dense()
-        assert torch.linalg.norm(got - want) / torch.linalg.norm(want) < _tol(family), type(norm).__name__
+        assert torch.linalg.norm(got - want) / torch.linalg.norm(want) < fp64_tolerance(family), type(norm).__name__
 
 
 def test_unknown_method_is_refused(tiny64):
     with pytest.raises(InputError, match="method must be one of"):
-        jac.layer_jacobians(tiny64("gpt2"), 1, _inputs(tiny64("gpt2"), P=1), method="fast")
+        jac.layer_jacobians(tiny64("gpt2"), 1, block_inputs(tiny64("gpt2"), P=1), method="fast")
 
 
 @pytest.mark.parametrize("family", ["llama", "gpt2", "bert"])
 def test_single_token_attention_is_ov_path_J2(tiny64, family):
     """One token attends only to itself: the attention sub-block is ``x + O(V n(x) + b_V) + b_O``."""
     model = tiny64(family)
-    x = _inputs(model, P=1)
+    x = block_inputs(model, P=1)
     layer = model.layer(1)
     F = layer.attention.layer_matrix()
     blk = model.blocks[1]
@@ -143,7 +115,7 @@ def test_single_token_attention_is_ov_path_J2(tiny64, family):
         norm = blk.input_layernorm if family == "llama" else blk.ln_1
         ref = torch.eye(len(F), dtype=F.dtype) + F @ torch.func.jacrev(norm)(x[0])
     torch.set_grad_enabled(True)
-    assert torch.linalg.norm(JA - ref) / torch.linalg.norm(ref) < _tol(family)
+    assert torch.linalg.norm(JA - ref) / torch.linalg.norm(ref) < fp64_tolerance(family)
 
 
 def _const(layer):
@@ -159,9 +131,9 @@ def _const(layer):
 @pytest.mark.parametrize("family", ["llama", "gemma2", "gpt_neo"])
 def test_in_context_length_one_equals_single_token(tiny64, family):
     model = tiny64(family)
-    x = _inputs(model, P=1)
+    x = block_inputs(model, P=1)
     np.testing.assert_allclose(
-        jac.in_context_jacobian(model, 1, x).numpy(), jac.layer_jacobian(model, 1, x[0]).numpy(), rtol=0, atol=_tol(family)
+        jac.in_context_jacobian(model, 1, x).numpy(), jac.layer_jacobian(model, 1, x[0]).numpy(), rtol=0, atol=fp64_tolerance(family)
     )
 
 
@@ -184,7 +156,7 @@ def test_in_context_against_finite_differences(tiny64):
 
 def test_linearization_slope_J10(tiny64):
     model = tiny64("gpt2")  # fp64 throughout, so roundoff stays far below the linearization error
-    x = _inputs(model, P=1)[0]
+    x = block_inputs(model, P=1)[0]
     J = jac.layer_jacobian(model, 1, x)
     f = jac.block_fn(model, 1)
     v = torch.randn(len(x), generator=torch.Generator().manual_seed(0), dtype=x.dtype)
@@ -200,7 +172,7 @@ def test_linearization_slope_J10(tiny64):
 
 
 def test_minilm_post_ln_zero_eigenvalues_J8(minilm):
-    X, _ = jac.residual_inputs(minilm, ["the dog runs near the river .", "a girl reads one old book ."])
+    X, _ = jac.residualblock_inputs(minilm, ["the dog runs near the river .", "a girl reads one old book ."])
     for t in (0, 3, 5):
         J = jac.layer_jacobians(minilm, t, X[t]).cpu().numpy()
         for Jp in J:
@@ -226,12 +198,12 @@ def test_cuda_jacobians_stay_on_device(tiny_dir, family):
     """Both methods run on the model's device and agree with the CPU result."""
     cpu = lib.load_model(str(tiny_dir(family)), dtype=torch.float64)
     gpu = lib.load_model(str(tiny_dir(family)), dtype=torch.float64, device="cuda")
-    X = _inputs(cpu, P=2)
+    X = block_inputs(cpu, P=2)
     want = jac.layer_jacobians(cpu, 1, X)
     for method in jac.METHODS:
         J = jac.layer_jacobians(gpu, 1, X.cuda(), method=method)
         assert J.device.type == "cuda"
-        assert torch.linalg.norm(J.cpu() - want) / torch.linalg.norm(want) < _tol(family)
+        assert torch.linalg.norm(J.cpu() - want) / torch.linalg.norm(want) < fp64_tolerance(family)
 
 
 def test_flop_count_of_the_closed_form():

@@ -91,3 +91,19 @@ def save_tiny(family: str, folder: Path, seed: int = 0) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     return folder
+
+
+def block_inputs(model, P: int = 3, seed: int = 0) -> torch.Tensor:
+    """Block 1's inputs at the last token of ``P`` random 7-token texts, ``(P, d)`` (the Jacobian tests' points)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = [torch.randint(0, model.config.vocab_size, (7,), generator=g) for _ in range(P)]
+    return torch.stack([model.hidden_states_ids(i)[1, -1] for i in ids])
+
+
+RMS_FAMILIES = ("llama", "olmo2", "gemma2")
+"""Families whose RMSNorm Hugging Face computes in float32, even in a float64 model."""
+
+
+def fp64_tolerance(family: str) -> float:
+    """Relative tolerance of float64 identities: 1e-10 with LayerNorm, 1e-6 where RMSNorm's float32 step limits it."""
+    return 1e-6 if family in RMS_FAMILIES else 1e-10

@@ -28,7 +28,7 @@ def _row(c: Claim) -> list[str]:
     src = "[ours]" if c.source == "ours" else f"[paper] {{cite}}`{c.source}`"
     glued = {f: f"{{glue:text}}`{c.chapter}.md::{c.key(f)}:s`" for f in ("models", "measured", "verdict")}
     return [
-        f"**{c.id}.** {c.text} {src}\n\n    Tested in {{ref}}`{c.label}`.",
+        f"**{c.id}.** {c.text} {src}\n\n    Tested in {{ref}}`chapter {int(c.chapter[:2])} <{c.label}>`.",
         glued["models"],
         glued["measured"],
         f"**{glued['verdict']}**",
