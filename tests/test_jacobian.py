@@ -172,7 +172,7 @@ def test_linearization_slope_J10(tiny64):
 
 
 def test_minilm_post_ln_zero_eigenvalues_J8(minilm):
-    X, _ = jac.residualblock_inputs(minilm, ["the dog runs near the river .", "a girl reads one old book ."])
+    X, _ = jac.residual_inputs(minilm, ["the dog runs near the river .", "a girl reads one old book ."])
     for t in (0, 3, 5):
         J = jac.layer_jacobians(minilm, t, X[t]).cpu().numpy()
         for Jp in J:
