@@ -13,11 +13,13 @@ ends print alike).
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-__all__ = ["BREAK", "breakable", "page_table", "value_range"]
+__all__ = ["BREAK", "breakable", "interval_text", "page_table", "value_range"]
 
 BREAK = "\u200b"
 """Zero-width space: a line-break opportunity that renders as nothing."""
@@ -29,7 +31,11 @@ def breakable(label: object) -> str:
 
 
 def page_table(data: pd.DataFrame | Styler, precision: int | None = 3, *, index: bool = False) -> Styler:
-    """A table for the page: column names that may wrap after an underscore.
+    """A table for the page: column names that may wrap after an underscore, and are HTML-escaped.
+
+    pandas' Styler writes labels and text cells into the HTML as they are, so a header such as
+    ``|<v₁', u>|`` was read by the browser as a tag and vanished; names and a DataFrame's text cells are
+    escaped here (a Styler passed in keeps its own cell formats).
 
     Args:
         data: a DataFrame, or a Styler whose formats (and hidden index) are kept as they are.
@@ -46,13 +52,13 @@ def page_table(data: pd.DataFrame | Styler, precision: int | None = 3, *, index:
         sty = data
     else:
         if precision is None:
-            sty = data.style
+            sty = data.style.format(escape="html")
         else:
             formats = {c: f"{{:.{_decimals(data[c], precision)}f}}" for c in data.select_dtypes("number").columns}
-            sty = data.style.format(formats, na_rep="–")
+            sty = data.style.format(formats, na_rep="–", escape="html")
         if not index:
             sty = sty.hide(axis="index")
-    return sty.format_index(breakable, axis="columns")
+    return sty.format_index(lambda label: html.escape(breakable(label), quote=False), axis="columns")
 
 
 def _decimals(column: pd.Series, precision: int) -> int:
@@ -74,3 +80,12 @@ def value_range(values: object, fmt: str = ".2f") -> str:
         raise ValueError("value_range needs at least one number")
     lo, hi = format(arr.min(), fmt), format(arr.max(), fmt)
     return lo if lo == hi else f"{lo}–{hi}"
+
+
+def interval_text(lo: object, hi: object, fmt: str = ".3f") -> list[str]:
+    """One ``"lo–hi"`` text per pair of interval ends, for a table column (two numeric columns take more
+    room than one text column, and a wide table hides its last columns); ``"–"`` where an end is missing."""
+    los, his = np.asarray(lo, dtype=float).ravel(), np.asarray(hi, dtype=float).ravel()
+    if los.shape != his.shape:
+        raise ValueError(f"lo and hi differ in length: {los.size} and {his.size}")
+    return ["–" if np.isnan(a) or np.isnan(b) else f"{a:{fmt}}–{b:{fmt}}" for a, b in zip(los, his)]

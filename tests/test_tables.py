@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.tables import BREAK, breakable, page_table, value_range
+from lib.tables import BREAK, breakable, interval_text, page_table, value_range
 
 
 def test_column_names_get_a_break_opportunity_after_each_underscore():
@@ -42,3 +42,18 @@ def test_value_range_is_one_number_when_the_ends_print_alike():
     assert value_range([0.1546, 0.166], ".3f") == "0.155–0.166"
     with pytest.raises(ValueError):
         value_range([np.nan])
+
+
+def test_labels_and_text_cells_are_escaped_not_read_as_tags():
+    df = pd.DataFrame({"|<v₁', u>| after": [0.5], "note": ["a <b> c"]})
+    out = page_table(df).to_html()
+    assert "|&lt;v₁', u&gt;| after" in out and "a &lt;b&gt; c" in out
+    assert "<v₁" not in out
+    assert "&lt;v₁" in page_table(df.style.format(precision=2)).to_html()  # a Styler's header too
+
+
+def test_interval_text_one_text_per_pair():
+    assert interval_text([0.7123, np.nan], [0.8601, 0.9]) == ["0.712–0.860", "–"]
+    assert interval_text(pd.Series([1.0]), pd.Series([2.0]), ".1f") == ["1.0–2.0"]
+    with pytest.raises(ValueError):
+        interval_text([1.0], [1.0, 2.0])
