@@ -57,6 +57,7 @@ __all__ = [
     "cross_layer",
     "diagonal_wins",
     "eigen_bases",
+    "fitted_rate_interval",
     "empirical_p",
     "fixed_direction_profile",
     "gamma_rho",
@@ -559,8 +560,49 @@ def fixed_direction_profile(
     })
 
 
+def fitted_rate_interval(
+    per_prompt: np.ndarray, counts: np.ndarray, fit: tuple[int, int], *, floor: float = 1e-9,
+    n_boot: int = 200, ci: float = 0.95, seed: int = 0,
+) -> tuple[float, float, float]:
+    """Fitted per-step rate of a mean distance curve and its percentile bootstrap interval over prompts.
+
+    The rate is ``exp`` of the least-squares slope of ``log e_t`` over steps ``fit[0]..fit[1]`` (points at or
+    below ``floor`` left out), as :func:`lib.power.fitted_ratio`, with ``e_t`` the token-weighted mean
+    distance; each bootstrap resample draws prompts with replacement and refits. Vectorised over resamples.
+
+    Args:
+        per_prompt: ``(T+1, P)`` per-prompt sums of the per-token distance.
+        counts: ``(P,)`` tokens per prompt.
+        fit: first and last step of the fit.
+
+    Returns:
+        ``(rate, lo, hi)``.
+    """
+    sums, counts = np.asarray(per_prompt, dtype=np.float64), np.asarray(counts, dtype=np.float64)
+    start, stop = fit
+    rng = np.random.default_rng(seed)
+    W = np.zeros((n_boot + 1, counts.size))
+    W[0] = 1.0  # the estimate itself, then the resamples
+    np.add.at(W, (np.arange(1, n_boot + 1)[:, None], rng.integers(0, counts.size, (n_boot, counts.size))), 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        e = (sums[start:stop + 1] @ W.T) / (W @ counts)  # (steps, n_boot + 1)
+    t = np.arange(start, start + e.shape[0], dtype=np.float64)[:, None]
+    keep = (e > floor) & np.isfinite(e)
+    y = np.where(keep, np.log(np.where(keep, e, 1.0)), 0.0)
+    n, st, sy = keep.sum(0), (keep * t).sum(0), y.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = (n * (keep * t * y).sum(0) - st * sy) / (n * (keep * t * t).sum(0) - st**2)
+    slope[n < 2] = np.nan
+    if np.isnan(slope[0]):
+        raise ValueError("need at least two distances above the floor in the fit window to fit a rate")
+    q = (1 - ci) / 2
+    lo, hi = np.nanquantile(np.exp(slope[1:]), [q, 1 - q]) if n_boot else (np.nan, np.nan)
+    return float(np.exp(slope[0])), float(lo), float(hi)
+
+
 def shared_convergence(
-    ts: TokenStates, eb: EigenBases, *, anchor: int = 20, n_boot: int = 200, seed: int = 0
+    ts: TokenStates, eb: EigenBases, *, anchor: int = 20, n_boot: int = 200, seed: int = 0,
+    fit: tuple[int, int] | None = None,
 ) -> pd.DataFrame:
     """Distance of iterated tokens to the principal direction (or plane) and to ``span{v_1, v_2}``, per step.
 
@@ -573,7 +615,9 @@ def shared_convergence(
     Returns:
         Long format: ``step``, ``target``, ``alignment`` (mean ``a``) with bootstrap ``lo``/``hi`` over
         prompts, ``distance`` (mean sine of the angle to the target, ``sqrt(1 − a²)``), ``predicted`` (``C r^t``),
-        ``rate`` (``r``) and ``chance`` (the chance level ``c_{d,k}`` of the target's dimension).
+        ``rate`` (``r``) and ``chance`` (the chance level ``c_{d,k}`` of the target's dimension); with ``fit``
+        (first and last step), also ``fitted``, ``fitted_lo``, ``fitted_hi``: the rate fitted to ``distance``
+        and its bootstrap interval over prompts (:func:`fitted_rate_interval`).
     """
     if eb.n_layers != 1:
         raise ValueError("shared_convergence needs the bases of one shared layer (use EigenBases.layer(t))")
@@ -590,10 +634,15 @@ def shared_convergence(
         est, lo, hi = bootstrap_ratio(_prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, seed=seed)
         dmean = _prompt_sums(dist, ts.prompt, ts.n_prompts).sum(-1) / counts.sum()
         a_k = min(anchor, ts.steps)
-        frames.append(pd.DataFrame({
+        frame = pd.DataFrame({
             "step": steps, "target": name, "alignment": est, "lo": lo, "hi": hi, "distance": dmean,
             "predicted": dmean[a_k] * rate ** (steps - a_k), "rate": rate, "chance": baseline_subspace(ts.d, k),
-        }))
+        })
+        if fit is not None:
+            per_prompt = _prompt_sums(dist, ts.prompt, ts.n_prompts)
+            frame["fitted"], frame["fitted_lo"], frame["fitted_hi"] = fitted_rate_interval(
+                per_prompt, counts, fit, n_boot=n_boot, seed=seed)
+        frames.append(frame)
     return pd.concat(frames, ignore_index=True)
 
 

@@ -277,7 +277,8 @@ def shared_run_rows(
 
     Returns:
         Dicts with ``model``, ``layer iterated``, ``target``, ``predicted rate r`` (the gap or subspace
-        ratio), ``fitted rate (steps a–b)``, ``alignment at step 0`` and ``alignment at step T``.
+        ratio), ``fitted rate (steps a–b)`` (and its ``fitted rate 95% CI`` over prompts when ``conv`` was
+        computed with ``fit``), ``alignment at step 0`` and ``alignment at step T``.
     """
     start, stop = fit
     rows = []
@@ -288,6 +289,8 @@ def shared_run_rows(
             "predicted rate r": g.rate.iloc[0],
             f"fitted rate (steps {start}–{stop})": fitted_ratio(
                 g.distance.loc[:stop].to_numpy(), start=start, floor=floor),
+            **({"fitted rate 95% CI": f"{g.fitted_lo.iloc[0]:.3f}–{g.fitted_hi.iloc[0]:.3f}"}
+               if "fitted_lo" in g else {}),
             "alignment at step 0": g.alignment.iloc[0],
             f"alignment at step {int(g.index[-1])}": g.alignment.iloc[-1],
         })

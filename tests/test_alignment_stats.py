@@ -467,3 +467,32 @@ def test_null_range_diagonal_wins_and_range_position():
         "above", "within", "within", "within", "below"]
     with pytest.raises(ValueError, match="empty"):
         als.range_position(1.0, [])
+
+
+def test_fitted_rate_interval_against_a_loop_over_resamples():
+    """The vectorised refit equals lib.power.fitted_ratio on each resampled mean curve (same draws)."""
+    from lib.power import fitted_ratio
+
+    rng = np.random.default_rng(3)
+    P, T = 7, 40
+    rates = rng.uniform(0.6, 0.8, P)
+    counts = rng.integers(1, 5, P).astype(float)
+    sums = counts * (rng.uniform(0.5, 2.0, P) * rates ** np.arange(T + 1)[:, None])  # (T+1, P)
+    fit, n_boot = (10, 30), 50
+    est, lo, hi = als.fitted_rate_interval(sums, counts, fit, n_boot=n_boot, seed=0)
+    assert est == pytest.approx(fitted_ratio((sums.sum(1) / counts.sum())[: fit[1] + 1], start=fit[0], floor=1e-9))
+    draws = np.random.default_rng(0).integers(0, P, (n_boot, P))
+    boot = []
+    for d in draws:
+        w = np.bincount(d, minlength=P).astype(float)
+        boot.append(fitted_ratio(((sums @ w) / (w @ counts))[: fit[1] + 1], start=fit[0], floor=1e-9))
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(boot, [0.025, 0.975])))
+    assert rates.min() < lo <= est <= hi < rates.max()
+
+
+def test_fitted_rate_interval_is_exact_for_a_common_rate():
+    sums = np.outer(0.7 ** np.arange(31), [1.0, 3.0, 2.0])
+    est, lo, hi = als.fitted_rate_interval(sums, np.ones(3), (5, 25), n_boot=20)
+    assert est == pytest.approx(0.7) and lo == pytest.approx(0.7) and hi == pytest.approx(0.7)
+    with pytest.raises(ValueError, match="two distances"):
+        als.fitted_rate_interval(np.zeros((31, 3)), np.ones(3), (5, 25))
