@@ -32,7 +32,7 @@ bases ``(d, k)`` with orthonormal columns, token states as rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -408,7 +408,6 @@ def check_attention_path(fn: Callable[[np.ndarray, np.ndarray, np.ndarray, np.nd
             return mlp(ln(v + Fm @ v)) if post else mlp(v + Fm @ ln(v))
 
         J_ref = torch.autograd.functional.jacobian(lambda v: block(v, Ft), xt).numpy()
-        J_skip = torch.autograd.functional.jacobian(lambda v: block(v, torch.zeros_like(Ft)), xt).numpy()
         with torch.no_grad():
             u = ln(xt + Ft @ xt) if post else xt + Ft @ ln(xt)
         J_mlp = torch.autograd.functional.jacobian(mlp, u).numpy()
