@@ -1,6 +1,6 @@
 """``lib``: spectral kernels and model adapters for the book *Spectral dynamics of transformers*.
 
-Conventions (``shared/science/conventions.md``, and the book's notation page): column vectors,
+Conventions (the book's notation page, ``book/notation.md``, is their single source): column vectors,
 ``y = W x``; tokens stored as rows ``(..., n, d)``; float64 for every eigen/Schur/SVD result;
 eigenvalues sorted by modulus, descending.
 

@@ -1,6 +1,6 @@
 """Eigenvalues and eigenvectors in the book's conventions (float64, LAPACK).
 
-Every function here follows ``shared/science/conventions.md``:
+Every function here follows the book's notation page (``book/notation.md``):
 
 * matrices are column convention (``y = M x``), shape ``(..., d, d)``;
 * every decomposition runs in float64 / complex128 on the CPU through LAPACK (NumPy);

@@ -32,7 +32,7 @@ Where the work happens: every ``O(d)``-sized tensor stays on the input's device.
 projected problem (``O(m³)``, independent of ``d``) is solved on the host with float64 LAPACK,
 one small transfer per cycle; this is deliberate, not a hidden round trip of the data.
 
-Output follows ``shared/science/conventions.md`` exactly: eigenvalues ordered by
+Output follows the book's notation page (``book/notation.md``) exactly: eigenvalues ordered by
 :func:`lib.spectra.sort_order` (modulus, ties, ``|arg|``, ``Im``), eigenvectors normalized as
 :func:`lib.spectra.normalize_eigvec` (implemented on-device in :func:`normalize_eigvecs`, tested
 against it).
