@@ -32,7 +32,6 @@ bases ``(d, k)`` with orthonormal columns, token states as rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,9 +48,6 @@ __all__ = [
     "angle_null",
     "attention_factors",
     "bootstrap_share",
-    "check_attention_path",
-    "check_principal_angles",
-    "check_relative_update",
     "decompose",
     "eigen_subspace",
     "empirical_p",
@@ -340,110 +336,3 @@ def stratified_spearman(x: Any, y: Any, groups: Any, *, n_perm: int = 2000, n_bo
     return {"r": r, "p": float((1 + np.sum(np.abs(null) >= abs(r) - 1e-12)) / (n_perm + 1)),
             "null_lo": float(np.quantile(null, 0.025)), "null_hi": float(np.quantile(null, 0.975)),
             "lo": float(np.nanquantile(bt, 0.025)), "hi": float(np.nanquantile(bt, 0.975))}
-
-
-# -- exercise checkers -------------------------------------------------------------------------------------
-def check_principal_angles(fn: Callable[[np.ndarray, np.ndarray], Any], verbose: bool = True) -> bool:
-    """Check a student's ``fn(A, B) -> angles`` (radians, ascending) for two bases ``(d, p)``, ``(d, q)``.
-
-    References are :func:`scipy.linalg.subspace_angles` (float64), never this module's own code.
-    """
-    import scipy.linalg
-
-    from lib.exercises import _run_checks
-
-    rng = np.random.default_rng(11)
-
-    def compare(A, B, tol=1e-8):
-        got = np.sort(np.asarray(fn(A.copy(), B.copy()), dtype=np.float64).ravel())
-        ref = np.sort(scipy.linalg.subspace_angles(A, B))
-        if got.shape != ref.shape:
-            return False, f"expected {ref.size} angles (min(p, q)), got {got.size}"
-        err = float(np.abs(got - ref).max())
-        return err < tol, f"largest error {err:.1e} rad (expected {np.round(ref, 4)})"
-
-    A = rng.standard_normal((12, 3))
-    v = rng.standard_normal((12, 1))
-    cases = [
-        ("a line and a plane", lambda: compare(v, rng.standard_normal((12, 2)))),
-        ("non-orthonormal inputs (orthonormalize first)",
-         lambda: compare(5 * A, A @ rng.standard_normal((3, 3)) + 0.3 * rng.standard_normal((12, 3)))),
-        ("a subspace with itself gives zeros", lambda: compare(A, A @ np.diag([2.0, 3.0, 0.5]), tol=1e-7)),
-        ("a nearly parallel line (1e-9 rad: use the sine)", lambda: compare(
-            np.eye(12)[:, :1], (np.eye(12)[:, 0] + 1e-9 * np.eye(12)[:, 1])[:, None], tol=1e-12)),
-    ]
-    return _run_checks("check_principal_angles", cases, verbose)
-
-
-def check_attention_path(fn: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], Any],
-                         verbose: bool = True) -> bool:
-    """Check ``fn(J_mlp, J_n1, F, post) -> (J, J_F)``: one block's Jacobian and its attention path.
-
-    ``J_mlp`` is the MLP sub-block's Jacobian, ``J_n1`` the first norm's Jacobian (at ``x`` for pre-norm,
-    at ``z = x + F x + b`` for post-norm), ``F`` the layer matrix; ``post`` is a bool. Pre-norm:
-    ``J = J_mlp (I + F J_n1)``; post-norm: ``J = J_mlp J_n1 (I + F)``; ``J_F`` is the term through ``F``.
-    The reference of ``J`` is autograd of the composed map; ``J_F`` must be linear in ``F`` with
-    ``J − J_F`` the ``F = 0`` Jacobian.
-    """
-    from lib.exercises import _run_checks
-
-    rng = np.random.default_rng(5)
-    d = 6
-    F = rng.standard_normal((d, d)) / np.sqrt(d)
-    Wm = rng.standard_normal((d, d)) / np.sqrt(d)
-    x = rng.standard_normal(d)
-
-    def ln(v):  # a parameter-free LayerNorm
-        c = v - v.mean()
-        return c / torch.sqrt((c**2).mean() + 1e-5)
-
-    def mlp(u):  # residual MLP sub-block
-        return u + torch.tanh(torch.as_tensor(Wm) @ u)
-
-    def case(post: bool):
-        xt = torch.as_tensor(x)
-        Ft = torch.as_tensor(F)
-
-        def block(v, Fm):
-            return mlp(ln(v + Fm @ v)) if post else mlp(v + Fm @ ln(v))
-
-        J_ref = torch.autograd.functional.jacobian(lambda v: block(v, Ft), xt).numpy()
-        with torch.no_grad():
-            u = ln(xt + Ft @ xt) if post else xt + Ft @ ln(xt)
-        J_mlp = torch.autograd.functional.jacobian(mlp, u).numpy()
-        J_n1 = torch.autograd.functional.jacobian(ln, xt + Ft @ xt if post else xt).numpy()
-        J, J_F = (np.asarray(a, dtype=np.float64) for a in fn(J_mlp.copy(), J_n1.copy(), F.copy(), post))
-        err = np.linalg.norm(J - J_ref) / np.linalg.norm(J_ref)
-        if err > 1e-8:
-            return False, f"J differs from autograd by {err:.1e} (relative)"
-        # J − J_F must be the F-free path at the same evaluation points: J_mlp (I) or J_mlp J_n1
-        skip = J_mlp @ (J_n1 if post else np.eye(d))
-        err_f = np.linalg.norm(J - J_F - skip) / np.linalg.norm(skip)
-        path = "J_mlp J_n1" if post else "J_mlp"
-        return err_f < 1e-8, f"J − J_F should be the path that avoids F ({path}); off by {err_f:.1e}"
-
-    cases = [("pre-norm block (GPT-2, Llama)", lambda: case(False)),
-             ("post-norm block (BERT)", lambda: case(True))]
-    return _run_checks("check_attention_path", cases, verbose)
-
-
-def check_relative_update(fn: Callable[[np.ndarray, np.ndarray, str], Any], verbose: bool = True) -> bool:
-    """Check ``fn(J_single, J_ctx, layout) -> float``: ``‖J_ctx − J_single‖_F / ‖update of J_ctx‖_F``.
-
-    The update is ``J_ctx − I`` for ``layout="pre-norm"`` and ``J_ctx`` for ``"post-norm"`` (:func:`reference`).
-    """
-    from lib.exercises import _run_checks
-
-    rng = np.random.default_rng(3)
-    d = 8
-    Jc = np.eye(d) + 0.2 * rng.standard_normal((d, d))
-    Js = Jc + 0.01 * rng.standard_normal((d, d))
-
-    def compare(lay):
-        got = float(fn(Js.copy(), Jc.copy(), lay))
-        ref = np.linalg.norm(Jc - Js) / np.linalg.norm(Jc - reference(lay, d))
-        return abs(got - ref) < 1e-10 * max(1.0, ref), f"got {got:.6f}, expected {ref:.6f}"
-
-    cases = [("pre-norm: relative to J − I", lambda: compare("pre-norm")),
-             ("post-norm: relative to J", lambda: compare("post-norm"))]
-    return _run_checks("check_relative_update", cases, verbose)

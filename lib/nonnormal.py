@@ -26,8 +26,6 @@ from lib.spectra import TAU_COMPLEX, as_float64, eigvals
 __all__ = [
     "FunnelResult",
     "both_controls",
-    "check_effective_rank",
-    "check_schur_normal",
     "funnel_variants",
     "complex_fraction",
     "control_matrices",
@@ -42,7 +40,6 @@ __all__ = [
     "real_schur_blocks",
     "rotation_fraction",
     "schur_normal",
-    "schur_normal_naive",
     "shuffled_schur",
 ]
 
@@ -240,13 +237,6 @@ def both_controls(M, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return Q @ _normal_blocks(T) @ Q.T, Q @ _shuffled_upper(T, seed, "permute") @ Q.T
 
 
-def schur_normal_naive(M) -> np.ndarray:
-    """The *wrong* control: keep the raw 2×2 Schur blocks. Not normal unless ``|b| = |c|`` (regression test)."""
-    A = _square(M)
-    T, Q = scipy.linalg.schur(A, output="real")
-    return Q @ np.where(_block_diag_mask(T), T, 0.0) @ Q.T
-
-
 def shuffled_schur(M, seed: int = 0, variant: str = "permute") -> np.ndarray:
     """Keep ``M``'s Schur diagonal blocks; scramble the strictly-upper (off-block) part (reconstructed control).
 
@@ -325,42 +315,3 @@ def funnel_variants(Jbar, k: int | None = None, seed: int = 0,
     """
     controls = control_matrices(Jbar, seed) if controls is None else controls
     return {name: cumulative_product(Ms, k) for name, Ms in controls.items()}
-
-
-def check_effective_rank(student_fn) -> str:
-    """Exercise checker: compare ``student_fn(M) -> float`` with :func:`effective_rank` on test matrices.
-
-    Raises ``AssertionError`` with a hint on the first mismatch; returns a success message.
-    """
-    rng = np.random.default_rng(0)
-    cases = {
-        "identity (d = 6)": np.eye(6),
-        "rank one": np.outer(np.arange(1.0, 5.0), np.ones(4)),
-        "random 8 × 8": rng.standard_normal((8, 8)),
-        "scaled by 1e6": 1e6 * rng.standard_normal((5, 5)),
-        "with a zero singular value": np.diag([3.0, 1.0, 0.0]),
-    }
-    for name, M in cases.items():
-        got, want = float(student_fn(M)), effective_rank(M)
-        assert abs(got - want) <= 1e-8 * max(1.0, want), (
-            f"{name}: got {got:.6g}, expected {want:.6g}. Use p_i = σ_i² / Σσ² (squared singular values), "
-            "drop p_i = 0, and return exp of the entropy."
-        )
-    return f"All {len(cases)} cases agree with lib.nonnormal.effective_rank."
-
-
-def check_schur_normal(student_fn) -> str:
-    """Exercise checker for ``student_fn(M) -> N``: same eigenvalues as ``M`` and exactly normal."""
-    rng = np.random.default_rng(1)
-    for d in (4, 9, 30):
-        M = np.eye(d) + rng.standard_normal((d, d)) / np.sqrt(d)
-        N = as_float64(student_fn(M))
-        la, lb = np.sort_complex(np.linalg.eigvals(M)), np.sort_complex(np.linalg.eigvals(N))
-        err = np.max(np.abs(la - lb)) / np.max(np.abs(la))
-        assert err < 1e-8, f"d = {d}: the eigenvalues moved (relative error {err:.2e})."
-        res = normality_residual(N)
-        assert res < 1e-10, (
-            f"d = {d}: N Nᵀ ≠ Nᵀ N (residual {res:.2e}). Did you keep the raw 2×2 Schur blocks? "
-            "Replace [[a, b], [c, a]] by [[a, s], [-s, a]] with s = sign(b)·sqrt(-bc)."
-        )
-    return "Same eigenvalues and exactly normal on all three test matrices."

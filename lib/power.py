@@ -87,13 +87,15 @@ def steps_needed(ratio: float, tol: float = 1e-6) -> int:
     """Steps ``⌈log(tol)/log(ratio)⌉`` for an error shrinking like ``ratio^t`` to reach ``tol``.
 
     ``ratio = |λ_2/λ_1|`` for convergence to ``v_1`` (or ``|λ_3/λ_1|`` for a dominant plane). Returns
-    0 for ``ratio = 0`` and raises for ``ratio ≥ 1`` (no convergence).
+    0 for ``ratio = 0`` and raises for ``ratio ≥ 1`` (no convergence). Reaching ``tol`` exactly counts:
+    a relative slack of ``1e-9`` in the logarithm keeps rounding from adding a step when ``tol`` is an
+    exact power of ``ratio`` (``log(1e-10)/log(0.1)`` is ``10.000000000000002`` in floating point).
     """
     if not 0 <= ratio < 1:
         raise ValueError(f"the error only shrinks for 0 ≤ ratio < 1, got {ratio}")
     if ratio == 0:
         return 0
-    return max(0, math.ceil(math.log(tol) / math.log(ratio)))
+    return max(0, math.ceil(math.log(tol) / math.log(ratio) * (1 - 1e-9)))
 
 
 def fitted_ratio(errors: Any, start: int = 0, floor: float = 1e-13) -> float:

@@ -78,7 +78,6 @@ __all__ = [
     "SteeringEdit",
     "activation_addition",
     "as_direction",
-    "check_steering_w",
     "choose_w",
     "concept_direction",
     "difference_direction",
@@ -730,73 +729,3 @@ def nearest_tokens(model: Any, X: Any, k: int = 5, E: np.ndarray | None = None) 
     X = X / np.linalg.norm(X, axis=1, keepdims=True)
     top = np.argsort(-(X @ E.T), axis=1)[:, :k]
     return [model.tokenizer.convert_ids_to_tokens(row.tolist()) for row in top]
-
-
-# -- exercise checker ------------------------------------------------------------------------------
-def _gqa_expand(V_kv: np.ndarray, n_heads: int, head_dim: int) -> np.ndarray:
-    """The expanded ``(H·d_h, d)`` value matrix of a checkpoint value weight ``V_kv`` (``n_kv·d_h × d``):
-    query head ``h`` reads KV head ``h // (H / n_kv)``."""
-    n_kv = V_kv.shape[0] // head_dim
-    blocks = V_kv.reshape(n_kv, head_dim, -1)
-    return np.repeat(blocks, n_heads // n_kv, axis=0).reshape(n_heads * head_dim, -1)
-
-
-def check_steering_w(fn: Any, verbose: bool = True) -> bool:
-    """Check the student's ``fn(V, u) -> w``: the minimum-norm solution of ``V_Lᵀ w = u``.
-
-    ``V`` is ``(H·d_h, d)`` (expanded value matrix), ``u`` a unit ``(d,)``. Each case checks ``z = Vᵀ w``
-    (``u`` itself when ``V`` has full column rank, else the projection of ``u`` on the row space of
-    ``V``) and then ``w`` itself against ``pinv(V)ᵀ u``: a ``w`` shifted along the null space of
-    ``Vᵀ`` gives the same ``z`` but is rejected, with feedback naming the null-space component.
-    Cases: square invertible (MHA); grouped-query with ``H·d_h = d`` (the book decoder: rank
-    ``n_kv·d_h = d/2``); ``H·d_h = 2d`` with distinct heads (full column rank, a null space of
-    dimension ``d``); Gemma-2-9B-like grouped-query (``H·d_h = 8d/7 > d`` but rank
-    ``n_kv·d_h = 4d/7 < d``: ``z ≠ u``).
-    """
-    from lib.exercises import _run_checks  # the shared ✓/✗ reporter of the chapter exercises
-
-    rng = np.random.default_rng(5)
-
-    def unit(d: int) -> np.ndarray:
-        u = rng.standard_normal(d)
-        return u / np.linalg.norm(u)
-
-    d = 12
-    V_sq = rng.standard_normal((d, d))
-    V_gqa = _gqa_expand(rng.standard_normal((d // 2, d)), 4, 3)        # 4 query heads, 2 KV heads of width 3
-    V_tall = rng.standard_normal((2 * d, d))                            # 4 distinct heads of width 6
-    V_gemma = _gqa_expand(rng.standard_normal((8, 14)), 4, 4)           # d = 14, H·d_h = 16, n_kv·d_h = 8
-
-    def case(V: np.ndarray, u: np.ndarray):
-        def run():
-            w = np.asarray(fn(V.copy(), u.copy()), dtype=np.float64)
-            if w.shape != (V.shape[0],):
-                return False, f"w must have shape ({V.shape[0]},) = (H·d_h,), got {w.shape}"
-            if not np.all(np.isfinite(w)):
-                return False, "w has NaN or infinite entries"
-            full_rank = np.linalg.matrix_rank(V) == V.shape[1]
-            want_z = u if full_rank else np.linalg.pinv(V) @ V @ u
-            err = np.abs(V.T @ w - want_z).max()
-            if err > 1e-8:
-                what = "Vᵀw − u" if full_rank else "z − P_row u (V is rank-deficient: z is the projection of u)"
-                hint = "solve Vᵀ w = u (do not form an inverse)" if V.shape[0] == V.shape[1] and full_rank else \
-                    "use the minimum-norm least-squares solution w = pinv(V)ᵀ u (np.linalg.lstsq(V.T, u))"
-                return False, f"max |{what}| = {err:.2e}; {hint}"
-            w_min = np.linalg.pinv(V).T @ u
-            off = float(np.linalg.norm(w - w_min))
-            if off > 1e-8 * max(1.0, float(np.linalg.norm(w_min))):
-                return False, (f"z = Vᵀw is right, but w is not the minimum-norm solution: it has a component "
-                               f"of norm {off:.2e} in the null space of Vᵀ. That component leaves F_L' unchanged "
-                               "but changes wᵀo_i, hence the real layer's output; return w = pinv(V)ᵀ u "
-                               "(np.linalg.lstsq(V.T, u))")
-            return True, ""
-        return run
-
-    return _run_checks("check_steering_w", [
-        ("square, invertible V (MHA): z = u", case(V_sq, unit(d))),
-        ("grouped-query V, H·d_h = d (book decoder: rank n_kv·d_h = d/2): z = projection of u",
-         case(V_gqa, unit(d))),
-        ("H·d_h = 2d, distinct heads (full column rank): z = u, w of minimum norm", case(V_tall, unit(d))),
-        ("grouped-query, H·d_h > d > n_kv·d_h (Gemma-2-9B-like, rank 4d/7): z = projection of u",
-         case(V_gemma, unit(14))),
-    ], verbose)

@@ -1,14 +1,89 @@
-"""The exercise checkers accept correct solutions and reject typical mistakes, with feedback."""
+"""The exercise checkers (lib.exercises): one convention, right answers pass, plausible wrong answers fail.
+
+Each wrong answer below is a plausible student mistake; the checker must return False *and* name the
+mistake. The right answers are the chapters' own solutions, read from the book's Markdown (so a solution
+that drifts from its checker fails here).
+"""
 
 from __future__ import annotations
 
+import ast
 import math
+import re
+import signal
+import threading
+from pathlib import Path
 
 import numpy as np
+import pytest
+import scipy.linalg
 
-from lib import exercises
+from lib import exercises as ex
+from lib.exercises import runner
+
+BOOK = Path(__file__).resolve().parents[1] / "book"
+_BLOCK = re.compile(r"^```(?:python|\{code-cell\}[^\n]*)\n(.*?)^```", re.S | re.M)
 
 
+def solution(chapter: str, name: str) -> dict:
+    """The names a chapter's solution block defines (functions, imports, ``my_*`` values), executed.
+
+    The block is the chapter's first Python block that defines ``name`` and is not the template (no
+    ``NotImplementedError``); other statements in it (calls of checkers, prints) are left out.
+    """
+    text = (BOOK / chapter).read_text(encoding="utf-8")
+    for block in _BLOCK.findall(text):
+        if f"def {name}(" not in block or "NotImplementedError" in block:
+            continue
+        code = "\n".join(line for line in block.splitlines() if not line.startswith(":"))
+        keep = [node for node in ast.parse(code).body
+                if isinstance(node, (ast.FunctionDef, ast.Import, ast.ImportFrom))
+                or (isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id.startswith("my_")
+                                                         for t in node.targets))]
+        namespace: dict = {"np": np, "math": math}
+        exec(compile(ast.Module(body=keep, type_ignores=[]), str(BOOK / chapter), "exec"), namespace)
+        return namespace
+    raise AssertionError(f"{chapter} has no solution block defining {name}")
+
+
+def rejects(capsys, checker, fn, *more, message: str) -> str:
+    """Assert that ``checker(fn, *more)`` returns False and prints ``message``; return the output."""
+    capsys.readouterr()
+    assert checker(fn, *more) is False
+    out = capsys.readouterr().out
+    assert message in out, out
+    return out
+
+
+# -- the chapters' own solutions pass ----------------------------------------------------------------------------------
+SOLUTIONS = [
+    ("01_power_method.md", "my_power_method", ex.check_power_method),
+    ("01_power_method.md", "my_head_sum", ex.check_head_sum),
+    ("02_shared_weights.md", "my_steps_needed", ex.check_steps_needed),
+    ("02_shared_weights.md", "my_bipartite", ex.check_bipartite_condition),
+    ("02_shared_weights.md", "my_radius", ex.check_linearization_radius),
+    ("03_real_models.md", "my_gamma_rho", ex.check_gamma_rho),
+    ("04_jacobian_funnel.md", "my_erank", ex.check_effective_rank),
+    ("04_jacobian_funnel.md", "my_schur_normal", ex.check_schur_normal),
+    ("05_steering_lab.md", "my_w", ex.check_steering_w),
+    ("06_two_views.md", "my_attention_path", ex.check_attention_path),
+    ("06_two_views.md", "my_principal_angles", ex.check_principal_angles),
+    ("06_two_views.md", "my_relative_update", ex.check_relative_update),
+]
+
+
+@pytest.mark.parametrize(("chapter", "name", "checker"), SOLUTIONS, ids=[s[1] for s in SOLUTIONS])
+def test_the_chapters_solution_passes(chapter, name, checker, capsys):
+    assert checker(solution(chapter, name)[name]) is True
+    assert "All good." in capsys.readouterr().out
+
+
+def test_exercise_1_3_solution_passes(capsys):
+    ns = solution("01_power_method.md", "my_rates")
+    assert ex.check_residual_rates(ns["my_rates"], ns["my_spectrum"]) is True
+
+
+# -- chapter 1 ----------------------------------------------------------------------------------------------------------
 def good_power(F, x0, steps):
     x = x0 / np.linalg.norm(x0)
     for _ in range(steps):
@@ -17,54 +92,389 @@ def good_power(F, x0, steps):
     return x
 
 
-def test_power_method_checker(capsys):
-    assert exercises.check_power_method(good_power)
-    assert "6/6" in capsys.readouterr().out
-    # row convention (x @ F) is the classic mistake
-    assert not exercises.check_power_method(lambda F, x, T: good_power(F.T, x, T))
-    # forgetting to normalize
-    assert not exercises.check_power_method(lambda F, x, T: np.linalg.matrix_power(F, T) @ x)
+def test_power_method_rejects_a_forced_sign(capsys):
+    def largest_entry_positive(F, x0, steps):  # flips every step: right at one parity of a negative λ₁ only
+        x = x0 / np.linalg.norm(x0)
+        for _ in range(steps):
+            x = F @ x
+            x = x / np.linalg.norm(x)
+            x = x if x[np.argmax(np.abs(x))] > 0 else -x
+        return x
+
+    def same_side_as_x0(F, x0, steps):
+        x = good_power(F, x0, steps)
+        return x if x @ x0 > 0 else -x
+
+    for wrong in (largest_entry_positive, same_side_as_x0):
+        out = rejects(capsys, ex.check_power_method, wrong, message="do not force a sign")
+        odd, even = (line for line in out.splitlines() if "λ₁ < 0" in line)  # one of the two parities fails
+        assert ("✗" in odd) != ("✗" in even)
+
+
+def test_power_method_rejects_normalising_only_at_the_end(capsys):
+    def at_the_end(F, x0, steps):
+        x = x0.copy()
+        for _ in range(steps):
+            x = F @ x
+        return x / np.linalg.norm(x)
+
+    for wrong in (at_the_end, lambda F, x, T: np.linalg.matrix_power(F, T) @ x / np.linalg.norm(np.linalg.matrix_power(F, T) @ x)):
+        out = rejects(capsys, ex.check_power_method, wrong, message="divide by the norm at every step, not only at the end")
+        assert "✗ 1e3·F, 200 steps: no overflow" in out and "overflows" in out
+        assert "✗ 1e-3·F, 200 steps: no underflow" in out
+        assert "✓ matches the reference after 7 steps (λ₁ > 0)" in out  # only the scaled cases catch it
+
+
+def test_power_method_names_row_convention_off_by_one_and_mutation(capsys):
+    rejects(capsys, ex.check_power_method, lambda F, x, T: good_power(F.T, x, T), message="row convention")
+    rejects(capsys, ex.check_power_method, lambda F, x, T: good_power(F, x, T + 1), message="iterate after 8 steps, not 7")
 
     def mutating(F, x, T):
         x /= np.linalg.norm(x)
         return good_power(F, x, T)
 
-    assert not exercises.check_power_method(mutating)
-
-    def todo(F, x, T):
-        raise NotImplementedError
-
-    assert not exercises.check_power_method(todo)
-    assert "not implemented yet" in capsys.readouterr().out
+    rejects(capsys, ex.check_power_method, mutating, message="modified x0 in place")
 
 
-def test_head_sum_checker():
-    def good(O, V, H):
-        dh = V.shape[0] // H
+def test_head_sum_rejects_O_at_V(capsys):
+    for wrong in (lambda O, V, H: O @ V, lambda O, V, H: np.dot(O, V), lambda O, V, H: O.dot(V),
+                  lambda O, V, H: np.matmul(O, V)):
+        out = rejects(capsys, ex.check_head_sum, wrong, message="(O @ V)")
+        assert "✓ d = 5, 1 head of width 5" in out  # one head: O @ V is the head sum
+
+    def wrong_width(O, V, H):  # d_h from d instead of from V: right only when H·d_h = d
+        dh = O.shape[0] // H
         return sum(O[:, h * dh:(h + 1) * dh] @ V[h * dh:(h + 1) * dh] for h in range(H))
 
-    def wrong_blocks(O, V, H):  # O_h taken as rows of O: fails (or raises) unless shapes happen to fit
-        dh = V.shape[0] // H
-        return sum(O[h * dh:(h + 1) * dh].T @ V[h * dh:(h + 1) * dh] for h in range(H))
-
-    assert exercises.check_head_sum(good)
-    assert not exercises.check_head_sum(wrong_blocks)
-    assert not exercises.check_head_sum(lambda O, V, H: V @ O)
+    out = rejects(capsys, ex.check_head_sum, wrong_width, message="d_h = V.shape[0] // n_heads")
+    assert "✗ d = 6, 4 heads of width 2 (H·d_h ≠ d)" in out
 
 
-def test_steps_needed_checker():
-    assert exercises.check_steps_needed(lambda r, tol: math.ceil(math.log(tol) / math.log(r)))
-    assert not exercises.check_steps_needed(lambda r, tol: math.floor(math.log(tol) / math.log(r)))
+def right_rates(eigvals):
+    plain = np.sort(np.abs(eigvals))[::-1]
+    shifted = np.sort(np.abs(1 + eigvals))[::-1]
+    return plain[1] / plain[0], shifted[1] / shifted[0]
 
 
-def test_bipartite_checker():
-    assert exercises.check_bipartite_condition(lambda c, p, m: math.exp(2 * c) > max(p / m, m / p))
-    assert not exercises.check_bipartite_condition(lambda c, p, m: c > 0)
+def test_residual_rates_rejects_lambda_2_in_both(capsys):
+    def lambda_2_in_both(eigvals):
+        return abs(eigvals[1] / eigvals[0]), abs(1 + eigvals[1]) / abs(1 + eigvals[0])
+
+    out = rejects(capsys, ex.check_residual_rates, lambda_2_in_both, [1.0, 0.5, 0.2],
+                  message="with I + F the runner-up need not be λ₂: here |1 + λ₃| = 1.5 beats |1 + λ₂| = 0.1")
+    assert "✓ λ = (1, 0.5, 0.2)" in out and "✓ your spectrum" in out
 
 
-def test_linearization_checker():
-    def good(lams, k):
-        return np.abs(np.delete(lams, k)).max() / abs(lams[k])
+def test_residual_rates_rejects_wrong_spectra(capsys):
+    rejects(capsys, ex.check_residual_rates, right_rates, [2.0, -1.5, 0.3], message="here the residual run is not slower")
+    rejects(capsys, ex.check_residual_rates, right_rates, [-1.0, 0.8, 0.3],
+            message="with I + F the run converges to v₂, not v₁")
+    rejects(capsys, ex.check_residual_rates, right_rates, [1.0, -1.0, 0.3], message="needs a strictly dominant λ₁")
+    rejects(capsys, ex.check_residual_rates, right_rates, [], message="2 to 64 finite real numbers, got 0")
 
-    assert exercises.check_linearization_radius(good)
-    assert not exercises.check_linearization_radius(lambda lams, k: abs(lams[1] / lams[0]))
+
+# -- chapter 2 ----------------------------------------------------------------------------------------------------------
+def test_steps_needed_rejects_the_while_off_by_one(capsys):
+    def while_ge(ratio, tol):
+        T, e = 0, 1.0
+        while e >= tol:
+            e *= ratio
+            T += 1
+        return T
+
+    out = rejects(capsys, ex.check_steps_needed, while_ge, message="`while e >= tol` stops one step late")
+    assert "✗ ratio = 0.5, tol = 0.5^10 (an exact power)" in out
+    assert "✓ ratio = 0.5, tol = 0.001" in out  # only the exact powers catch it
+
+
+def test_steps_needed_rejects_ceil_without_slack_and_floats(capsys):
+    out = rejects(capsys, ex.check_steps_needed, lambda r, tol: math.ceil(math.log(tol) / math.log(r)),
+                  message="rounds 10.000000000000002 up to 11")
+    assert "✗ ratio = 0.1, tol = 1e-10 (an exact power)" in out
+    rejects(capsys, ex.check_steps_needed, lambda r, tol: math.floor(math.log(tol) / math.log(r)), message="round up")
+    rejects(capsys, ex.check_steps_needed, lambda r, tol: np.ceil(np.log(tol) / np.log(r)), message="expected an int")
+
+
+def test_bipartite_rejects_the_one_sided_ratio_and_e_to_the_c(capsys):
+    rejects(capsys, ex.check_bipartite_condition, lambda c, p, m: math.exp(2 * c) > p / m,
+            message="the larger group ratio counts")
+    rejects(capsys, ex.check_bipartite_condition, lambda c, p, m: math.exp(c) > max(p / m, m / p),
+            message="the threshold is e^(2c)")
+    rejects(capsys, ex.check_bipartite_condition, lambda c, p, m: int(c > 0), message="should be True or False")
+
+
+def test_linearization_radius_rejects_gap_ratio_and_signed_and_self(capsys):
+    rejects(capsys, ex.check_linearization_radius, lambda lams, k: abs(lams[1] / lams[0]), message="gap ratio |λ₂/λ₁|")
+    rejects(capsys, ex.check_linearization_radius, lambda lams, k: np.delete(lams, k).max() / lams[k],
+            message="take moduli")
+    rejects(capsys, ex.check_linearization_radius, lambda lams, k: np.abs(lams).max() / abs(lams[k]),
+            message="leave it out")
+
+
+# -- chapter 3 ----------------------------------------------------------------------------------------------------------
+def test_gamma_rho_names_each_wrong_definition(capsys):
+    def cosines(X, v, signed=False, normed=True):
+        c = (X @ v) / (np.linalg.norm(X, axis=1) if normed else 1.0)
+        return c if signed else np.abs(c)
+
+    def signed(Xi, Xo, v):
+        return cosines(Xo, v, signed=True).mean(), (cosines(Xo, v, signed=True) > cosines(Xi, v, signed=True)).mean()
+
+    def dot(Xi, Xo, v):
+        return cosines(Xo, v, normed=False).mean(), (cosines(Xo, v, normed=False) > cosines(Xi, v, normed=False)).mean()
+
+    def non_strict(Xi, Xo, v):
+        return cosines(Xo, v).mean(), (cosines(Xo, v) >= cosines(Xi, v)).mean()
+
+    rejects(capsys, ex.check_gamma_rho, signed, message="take the absolute cosine")
+    rejects(capsys, ex.check_gamma_rho, dot, message="divide by the token norms")
+    out = rejects(capsys, ex.check_gamma_rho, non_strict, message="strictly increases (>, not ≥)")
+    assert "✗ no change gives ρ = 0" in out
+    rejects(capsys, ex.check_gamma_rho, lambda Xi, Xo, v: cosines(Xo, v).mean(), message="should be a pair (a, b)")
+
+
+# -- chapter 4 ----------------------------------------------------------------------------------------------------------
+def _blocks(T):
+    """Start and size of each diagonal block of a real Schur form (2 for a complex pair)."""
+    out, i = [], 0
+    while i < len(T):
+        n = 2 if i + 1 < len(T) and T[i + 1, i] != 0 else 1
+        out.append((i, n))
+        i += n
+    return out
+
+
+def _normal_T(T, sign=1.0):
+    """T_N: 1×1 blocks kept, each 2×2 block [[a, b], [c, a]] made [[a, s], [−s, a]], s = sign·sign(b)·sqrt(−bc)."""
+    TN = np.zeros_like(T)
+    for i, n in _blocks(T):
+        if n == 1:
+            TN[i, i] = T[i, i]
+        else:
+            a, b, c = (T[i, i] + T[i + 1, i + 1]) / 2, T[i, i + 1], T[i + 1, i]
+            s = sign * np.sign(b) * np.sqrt(-b * c)
+            TN[i:i + 2, i:i + 2] = [[a, s], [-s, a]]
+    return TN
+
+
+def schur_normal_naive(M):
+    """The raw 2×2 Schur blocks kept: same eigenvalues, but not normal unless |b| = |c|."""
+    T, Q = scipy.linalg.schur(M, output="real")
+    kept = np.zeros_like(T)
+    for i, n in _blocks(T):
+        kept[i:i + n, i:i + n] = T[i:i + n, i:i + n]
+    return Q @ kept @ Q.T
+
+
+def test_naive_schur_control_keeps_the_spectrum_but_is_not_normal():
+    from lib import nonnormal as nn
+
+    rng = np.random.default_rng(0)
+    M = np.eye(30) + rng.standard_normal((30, 30)) / np.sqrt(30)
+    naive = schur_normal_naive(M)
+    la, lb = np.sort_complex(np.linalg.eigvals(M)), np.sort_complex(np.linalg.eigvals(naive))
+    assert np.max(np.abs(la - lb)) < 1e-10 * np.max(np.abs(la))
+    assert nn.normality_residual(naive) > 1e-4
+
+
+def test_schur_normal_rejects_each_wrong_control(capsys):
+    def in_schur_basis(M):  # forgets to rotate back by Q
+        return _normal_T(scipy.linalg.schur(M, output="real")[0])
+
+    def from_eigenvalues(M):  # normal, same eigenvalues, but blocks in the standard basis
+        lams = np.linalg.eigvals(M)
+        return scipy.linalg.block_diag(*[np.array([[z.real, z.imag], [-z.imag, z.real]]) if z.imag > 0
+                                         else np.array([[z.real]]) for z in lams if z.imag >= 0])
+
+    def reversed_rotation(M):
+        T, Q = scipy.linalg.schur(M, output="real")
+        return Q @ _normal_T(T, sign=-1.0) @ Q.T
+
+    rejects(capsys, ex.check_schur_normal, schur_normal_naive, message="did you keep the raw 2×2 Schur blocks?")
+    rejects(capsys, ex.check_schur_normal, in_schur_basis, message="rotate back, N = Q T_N Qᵀ")
+    rejects(capsys, ex.check_schur_normal, from_eigenvalues, message="built straight from the eigenvalues")
+    rejects(capsys, ex.check_schur_normal, reversed_rotation, message="turns the wrong way")
+    rejects(capsys, ex.check_schur_normal, lambda M: np.diag(np.linalg.eigvals(M)), message="is complex")
+
+
+def test_effective_rank_names_each_wrong_form(capsys):
+    def sv(M):
+        return np.linalg.svd(M, compute_uv=False)
+
+    def sigma_not_squared(M):
+        p = sv(M)[sv(M) > 0] / sv(M).sum()
+        return float(np.exp(-np.sum(p * np.log(p))))
+
+    def zeros_kept(M):
+        p = sv(M) ** 2 / np.sum(sv(M) ** 2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return float(np.exp(-np.sum(p * np.log(p))))
+
+    rejects(capsys, ex.check_effective_rank, lambda M: np.sum(sv(M) ** 2) ** 2 / np.sum(sv(M) ** 4),
+            message="participation ratio")
+    rejects(capsys, ex.check_effective_rank, sigma_not_squared, message="use squared singular values")
+    out = rejects(capsys, ex.check_effective_rank, zeros_kept, message="drop the p_i = 0 terms")
+    assert "✗ with a zero singular value" in out
+
+
+# -- chapter 5 ----------------------------------------------------------------------------------------------------------
+def _null_shifted_w(V, u):
+    """The minimum-norm w plus a vector of the null space of Vᵀ: it still solves Vᵀw = u (or gives the same
+    projection), so every invariant of F_L' holds, but it is not the minimum-norm solution."""
+    w = np.linalg.lstsq(V.T, u, rcond=None)[0]
+    r = np.random.default_rng(0).standard_normal(V.shape[0])
+    return w + r - V @ np.linalg.pinv(V) @ r
+
+
+def test_steering_w_rejects_a_solution_that_is_not_minimum_norm(capsys):
+    out = rejects(capsys, ex.check_steering_w, _null_shifted_w, message="not the minimum-norm solution")
+    assert "null space of Vᵀ" in out
+    assert "✓ square, invertible V" in out  # a square invertible V has no null space: nothing to shift
+
+
+def test_steering_w_names_the_untransposed_solve_and_the_exact_solve(capsys):
+    rejects(capsys, ex.check_steering_w, lambda V, u: np.linalg.solve(V, u) if len(V) == V.shape[1] else V @ u,
+            message="you solved V w = u")
+    rejects(capsys, ex.check_steering_w, lambda V, u: np.linalg.lstsq(V.T, u, rcond=None)[0][:-1], message="expected shape")
+    assert ex.check_steering_w(lambda V, u: np.linalg.pinv(V).T @ u, verbose=False)
+
+
+def test_steering_w_gemma_case_is_rank_deficient():
+    """The Gemma-2-like case has H·d_h > d but rank n_kv·d_h < d: no w gives Vᵀw = u exactly there."""
+    seen = []
+
+    def spy(V, u):
+        seen.append((V, u))
+        return np.linalg.lstsq(V.T, u, rcond=None)[0]
+
+    assert ex.check_steering_w(spy, verbose=False)
+    V, u = seen[-1]
+    assert V.shape[0] > V.shape[1] > np.linalg.matrix_rank(V)
+    assert np.linalg.norm(V.T @ np.linalg.lstsq(V.T, u, rcond=None)[0] - u) > 0.1
+
+
+# -- chapter 6 ----------------------------------------------------------------------------------------------------------
+def test_principal_angles_rejects_no_orthonormalisation_and_arccos_only(capsys):
+    def no_qr(A, B):
+        return np.sort(np.arccos(np.clip(np.linalg.svd(A.T @ B, compute_uv=False), -1, 1)))
+
+    def arccos_only(A, B):
+        return no_qr(np.linalg.qr(A)[0], np.linalg.qr(B)[0])
+
+    rejects(capsys, ex.check_principal_angles, no_qr, message="orthonormalize the bases first")
+    out = rejects(capsys, ex.check_principal_angles, arccos_only, message="take small angles from the sines")
+    assert "✗ a nearly parallel line" in out and "✓ non-orthonormal inputs" in out
+    rejects(capsys, ex.check_principal_angles, lambda A, B: np.degrees(scipy.linalg.subspace_angles(A, B))[::-1],
+            message="return radians, not degrees")
+
+
+def test_attention_path_rejects_the_wrong_order(capsys):
+    def wrong_order(J_mlp, J_n1, F, post):
+        d = len(F)
+        if post:
+            return J_mlp @ (np.eye(d) + F) @ J_n1, J_mlp @ F @ J_n1
+        return J_mlp @ (np.eye(d) + J_n1 @ F), J_mlp @ J_n1 @ F
+
+    def path_is_whole(J_mlp, J_n1, F, post):  # J right, J_F = J
+        d = len(F)
+        J = J_mlp @ J_n1 @ (np.eye(d) + F) if post else J_mlp @ (np.eye(d) + F @ J_n1)
+        return J, J
+
+    out = rejects(capsys, ex.check_attention_path, wrong_order, message="the factors are in the wrong order")
+    assert "F on the left" in out and "the norm's Jacobian on the left" in out
+    rejects(capsys, ex.check_attention_path, path_is_whole, message="J − J_F should be the path that avoids F")
+
+
+def test_relative_update_rejects_the_wrong_norm(capsys):
+    rejects(capsys, ex.check_relative_update, lambda Js, Jc, lay: np.linalg.norm(Jc - Js) / np.linalg.norm(Jc),
+            message="divide by ‖J_ctx − I‖")
+    rejects(capsys, ex.check_relative_update,
+            lambda Js, Jc, lay: np.linalg.norm(Jc - Js) / np.linalg.norm(Jc - np.eye(len(Jc))),
+            message="no identity path around its norm")
+
+
+# -- the runner's convention ---------------------------------------------------------------------------------------------
+def _looping(ratio, tol):
+    T = 0
+    while True:  # the student's infinite loop
+        T += 1
+    return T
+
+
+def test_an_infinite_loop_is_stopped_and_its_line_shown(capsys):
+    before = signal.getsignal(signal.SIGALRM)
+    out = rejects(capsys, lambda fn: ex.check_steps_needed(fn, time_limit=0.2), _looping,
+                  message="stopped after 0.2 s while at line")
+    assert "in _looping" in out and ("T += 1" in out or "while True:" in out) and "an infinite loop?" in out
+    assert out.count("stopped after") == 1 and "… 5 more checks not run (this case ran out of time)" in out
+    assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+def test_a_student_except_cannot_swallow_the_time_limit(capsys):
+    def stubborn(ratio, tol):
+        while True:
+            try:
+                while True:
+                    pass
+            except Exception:  # noqa: BLE001 - the student's catch-all
+                continue
+
+    rejects(capsys, lambda fn: ex.check_steps_needed(fn, time_limit=0.2), stubborn, message="stopped after 0.2 s")
+
+
+def test_the_time_limit_outside_the_main_thread(capsys):
+    result = {}
+    worker = threading.Thread(target=lambda: result.update(ok=ex.check_steps_needed(_looping, time_limit=0.2)))
+    worker.start()
+    worker.join(30)
+    assert result == {"ok": False}
+    out = capsys.readouterr().out
+    assert "stopped after 0.2 s while at line" in out and "in _looping" in out
+    assert not any(t.name.startswith("checker:") and t.is_alive() for t in threading.enumerate())  # loop was stopped
+
+
+def test_the_students_error_shows_their_line_not_the_checkers(capsys):
+    def broken(F, x0, steps):
+        x = x0 / np.linalg.norm(x0)
+        return np.linalg.solve(F[:3, :3], x)  # shapes do not fit: raised inside NumPy
+
+    out = rejects(capsys, ex.check_power_method, broken, message="broken raised an error:")
+    student = [line for line in out.splitlines() if line.lstrip().startswith("│")]
+    assert student[0].split("│ ")[1].startswith("ValueError")
+    assert any("in broken" in line and "np.linalg.solve(F[:3, :3], x)" in line for line in student)
+    assert not any("numpy" in line or "lib/exercises" in line for line in student)  # the student's frames only
+    assert out.count("the same error as above") == 8  # shown once, then referred to
+
+
+def test_none_not_implemented_and_not_a_function(capsys):
+    def forgot_return(F, x0, steps):
+        F @ x0
+
+    rejects(capsys, ex.check_power_method, forgot_return, message="forgot_return returned None — missing `return`?")
+
+    def todo(F, x0, steps):
+        raise NotImplementedError
+
+    out = rejects(capsys, ex.check_power_method, todo, message="not implemented yet")
+    assert "… 8 more checks not run (until todo is written)" in out and out.count("✗") == 1
+    rejects(capsys, ex.check_power_method, good_power(np.eye(3), np.ones(3), 1), message="expected your function itself")
+
+
+def test_wrong_shape_and_dtype_say_what_was_expected():
+    with pytest.raises(runner.Wrong, match=r"has shape \(1, 20\); expected shape \(20,\)"):
+        runner.as_array(np.zeros((1, 20)), (20,), "x_T")
+    with pytest.raises(runner.Wrong, match="complex"):
+        runner.as_array(np.zeros(3, dtype=complex), (3,), "x_T")
+    with pytest.raises(runner.Wrong, match="expected real numbers"):
+        runner.as_array(["a", "b"], (2,), "x_T")
+    with pytest.raises(runner.Wrong, match="one real number, got ndarray of shape"):
+        runner.as_float(np.ones(2), "gamma")
+    assert runner.as_float(np.float32(0.5), "gamma") == 0.5
+
+
+def test_a_bug_in_a_checker_is_reported_not_raised(capsys):
+    def buggy() -> None:
+        raise KeyError("oops")
+
+    assert runner.run_cases("check_x", good_power, [runner.Case("a case", buggy)]) is False
+    assert "the checker itself failed (KeyError" in capsys.readouterr().out

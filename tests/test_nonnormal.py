@@ -116,14 +116,6 @@ def test_schur_normal_J6():
     assert nn.normality_residual(N2) < 1e-10 and _same_spectrum(M, N2) < 1e-10
 
 
-def test_naive_schur_normal_is_not_normal_J6_regression():
-    M = _toy()
-    naive = nn.schur_normal_naive(M)
-    assert _same_spectrum(M, naive) < 1e-10
-    assert nn.normality_residual(naive) > 1e-4
-    assert nn.henrici(naive) > 0.01 * nn.henrici(M)
-
-
 @pytest.mark.parametrize("variant", ["permute", "signs"])
 def test_shuffled_schur_J7(variant):
     M = _toy(seed=1)
@@ -138,16 +130,6 @@ def test_layer_metrics_table():
     tab = nn.layer_metrics(Js)
     assert list(tab.layer) == [1, 2, 3]
     assert tab.delta_H.between(0, 1).all() and tab.r_rot.between(0, 1).all()
-
-
-def test_checkers_accept_reference_and_reject_naive():
-    assert "agree" in nn.check_effective_rank(nn.effective_rank)
-    assert "normal" in nn.check_schur_normal(nn.schur_normal)
-    with pytest.raises(AssertionError):
-        nn.check_schur_normal(nn.schur_normal_naive)
-    with pytest.raises(AssertionError):  # participation ratio instead of the entropy form
-        nn.check_effective_rank(lambda M: np.sum(np.linalg.svd(M, compute_uv=False) ** 2) ** 2
-                                / np.sum(np.linalg.svd(M, compute_uv=False) ** 4))
 
 
 def test_funnel_variants_keys():

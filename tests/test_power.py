@@ -69,6 +69,9 @@ def test_complex_pair_rotates_in_plane():
 
 def test_steps_needed():
     assert power.steps_needed(0.5, 1e-3) == 10
+    # tol an exact power of the ratio: reaching it counts (floating-point log would round 10 up to 11)
+    assert power.steps_needed(0.1, 1e-10) == 10
+    assert power.steps_needed(0.5, 0.5**10) == 10
     assert power.steps_needed(0.0) == 0
     with pytest.raises(ValueError):
         power.steps_needed(1.0)

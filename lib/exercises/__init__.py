@@ -1,0 +1,44 @@
+"""The book's exercise checkers, one module per chapter, all following one convention (:mod:`.runner`).
+
+Call a checker with your own function, e.g. ``check_power_method(my_power_method)``. It runs a few
+cases whose answers are computed here *independently* (the simulator, LAPACK, SciPy or autograd, not
+the formula you are asked to write, wherever possible), each under a time limit (``time_limit=`` seconds
+per case, 10 by default), prints ✓ or ✗ for each case as it finishes, with feedback that names the
+mistake, and returns ``True`` only if every case passed. Your function's own errors never escape: they are
+shown under the case with the lines of your code, apart from the checker's words; a ``None`` result and
+a wrong shape or type are named.
+
+* chapter 1 (:mod:`.ch1`): :func:`check_power_method`, :func:`check_head_sum`, :func:`check_residual_rates`
+* chapter 2 (:mod:`.ch2`): :func:`check_steps_needed`, :func:`check_bipartite_condition`,
+  :func:`check_linearization_radius`
+* chapter 3 (:mod:`.ch3`): :func:`check_gamma_rho`
+* chapter 4 (:mod:`.ch4`): :func:`check_effective_rank`, :func:`check_schur_normal`
+* chapter 5 (:mod:`.ch5`): :func:`check_steering_w`
+* chapter 6 (:mod:`.ch6`): :func:`check_attention_path`, :func:`check_principal_angles`,
+  :func:`check_relative_update`
+"""
+
+from __future__ import annotations
+
+from lib.exercises.ch1 import check_head_sum, check_power_method, check_residual_rates
+from lib.exercises.ch2 import check_bipartite_condition, check_linearization_radius, check_steps_needed
+from lib.exercises.ch3 import check_gamma_rho
+from lib.exercises.ch4 import check_effective_rank, check_schur_normal
+from lib.exercises.ch5 import check_steering_w
+from lib.exercises.ch6 import check_attention_path, check_principal_angles, check_relative_update
+
+__all__ = [
+    "check_attention_path",
+    "check_bipartite_condition",
+    "check_effective_rank",
+    "check_gamma_rho",
+    "check_head_sum",
+    "check_linearization_radius",
+    "check_power_method",
+    "check_principal_angles",
+    "check_relative_update",
+    "check_residual_rates",
+    "check_schur_normal",
+    "check_steering_w",
+    "check_steps_needed",
+]
