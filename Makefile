@@ -4,9 +4,12 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# Offline by default: nothing is fetched from a model hub unless SPECTRAL_BOOK_REAL_MODELS=1.
+# Offline by default: nothing is fetched from a model hub unless SPECTRAL_BOOK_REAL_MODELS=1 (which
+# leaves HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE as the environment has them, normally unset).
+ifneq ($(SPECTRAL_BOOK_REAL_MODELS),1)
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
+endif
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 export PYTHONHASHSEED := 0
@@ -32,9 +35,16 @@ $(MATHJAX):
 	cd .vendor/tmp/package/es5 && cp -r tex-mml-chtml.js input output a11y ui adaptors ../../../mathjax/
 	rm -rf .vendor/tmp
 
-## make book: build every chapter, executed, into _build/html (a raising cell or a warning fails it)
+## make book: build every chapter, executed, into _build/html (a raising cell or a warning fails it).
+## Launch buttons (Binder, Colab; JupyterHub if SPECTRAL_BOOK_JUPYTERHUB_URL is set) come from one setting,
+## the repository's public URL: SPECTRAL_BOOK_REPO_URL=https://github.com/<owner>/<repo> make book.
+## Unset, the pages have none.
+SPECTRAL_BOOK_REPO_URL ?=
+LAUNCH_CONFIG := _build/launch/_config.yml
 book: $(STAMP) $(MATHJAX)
-	SPECTRAL_BOOK_BUILD=1 $(VENV)/bin/jupyter-book build . --all -W -n --keep-going
+	$(if $(SPECTRAL_BOOK_REPO_URL),$(PY) -m tools.book_config --repo-url "$(SPECTRAL_BOOK_REPO_URL)" --out $(LAUNCH_CONFIG))
+	SPECTRAL_BOOK_BUILD=1 $(VENV)/bin/jupyter-book build . --all -W -n --keep-going \
+	  $(if $(SPECTRAL_BOOK_REPO_URL),--config $(LAUNCH_CONFIG))
 
 ## make pdf: the built site printed to one PDF in headless Chromium (builds the site first if missing)
 PDF := _build/pdf/spectral-dynamics-book.pdf

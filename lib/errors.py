@@ -37,3 +37,10 @@ class LayerIndexError(SpectralBookError, IndexError):
 
 class InputTypeError(SpectralBookError, TypeError):
     """An argument of the wrong type (a layer index that is not an int, a text that is not a str)."""
+
+
+class RealModelRunError(SpectralBookError, RuntimeError):
+    """With the real-model switch on, one of the paper's checkpoints could not be loaded or analysed.
+
+    Raised (not printed) so that a publishing build stops instead of publishing a page without it.
+    """

@@ -18,7 +18,8 @@
   real forward pass; :func:`layer_range`, :func:`overview_row` and
   :func:`compare_to_twins` reduce its tables to the numbers a page reports (trained vs random init).
 * :func:`run_paper_model` runs the whole analysis of one of the paper's checkpoints and returns data,
-  or a message if the checkpoint cannot be loaded or analysed.
+  or a message if the checkpoint cannot be loaded or analysed; with ``strict=True`` (chapter 3 with the
+  switch on: the publishing build) it raises :class:`lib.errors.RealModelRunError` instead.
 * :func:`estimate_seconds` / :func:`time_warning`: a calibrated estimate of the run time, and a warning
   before a long CPU run.
 """
@@ -42,6 +43,7 @@ import lib
 from lib import alignment_stats as als
 from lib import dynamics, spectra
 from lib.alignment_stats import EigenBases, TokenStates
+from lib.errors import RealModelRunError
 from lib.layer_spectra import summary_table
 from lib.power import fitted_ratio
 
@@ -136,10 +138,14 @@ def try_load(name: str, **kwargs: Any) -> Any:
     """
     try:
         return lib.load_model(name, **kwargs)
-    except lib.SpectralBookError as exc:
-        return f"⚠ {name} could not be loaded ({type(exc).__name__}): {exc}"
     except Exception as exc:  # noqa: BLE001 - any failure becomes a message on the page
-        return f"⚠ {name} could not be loaded (unexpected {type(exc).__name__}): {exc}"
+        return _load_failure(name, exc)
+
+
+def _load_failure(name: str, exc: BaseException) -> str:
+    """``"⚠ <name> could not be loaded (<error type>): <message>"``; a type ``lib`` did not raise is "unexpected"."""
+    kind = type(exc).__name__ if isinstance(exc, lib.SpectralBookError) else f"unexpected {type(exc).__name__}"
+    return f"⚠ {name} could not be loaded ({kind}): {exc}"
 
 
 _CONFIG_ROOT: Path | None = None
@@ -528,9 +534,9 @@ class PaperModelRun:
 
 def run_paper_model(
     name: str, texts: Sequence[str], *, device: str = "cpu", shared_prompts: int = 8, shared_steps: int = 100,
-    anchor: int = 20, seed: int = 0, random_init: bool = False,
+    anchor: int = 20, seed: int = 0, random_init: bool = False, strict: bool = False,
 ) -> PaperModelRun | str:
-    """Load one checkpoint with :func:`try_load` and run chapter 3's analysis on it; never raises.
+    """Load one checkpoint and run chapter 3's analysis on it; a failure is a message, or an error if ``strict``.
 
     Every distinct layer gets its eigen-bases (float64 LAPACK on CPU). Then, if the checkpoint has a
     tokenizer, a shared-weight model iterates its layer ``shared_steps`` times in the simplified model
@@ -540,18 +546,35 @@ def run_paper_model(
     ``random_init=True`` loads the same configuration with fresh seeded weights (``seed``): the
     architecture-only twin, which is also what ``benchmarks/bench_paper_set.py`` times offline.
 
+    ``strict=True`` is for a build that must not publish the page without the checkpoint (chapter 3 with
+    ``SPECTRAL_BOOK_REAL_MODELS=1``): a checkpoint that cannot be fetched, loaded or analysed raises.
+
     Returns:
-        A :class:`PaperModelRun`, or a one-paragraph message (starting ``"⚠ <name>"``) if the model
-        could not be loaded or its analysis failed, so that a page can print it and go on.
+        A :class:`PaperModelRun`, or (not ``strict``) a one-paragraph message (starting ``"⚠ <name>"``) if
+        the model could not be loaded or its analysis failed, so that a page can print it and go on.
+
+    Raises:
+        RealModelRunError: ``strict`` and the model could not be loaded or analysed; its message is the
+            one above (the loader's own advice included) and says how to run a subset instead.
     """
-    model = try_load(name, device=device, random_init=random_init, seed=seed)
-    if isinstance(model, str):
-        return model
+    model = None
     try:
+        model = lib.load_model(name, device=device, random_init=random_init, seed=seed)
         return _analyse_paper_model(name, model, list(texts), shared_prompts=shared_prompts,
                                     shared_steps=shared_steps, anchor=anchor, seed=seed)
-    except Exception as exc:  # noqa: BLE001 - any failure becomes a message; the page goes on
-        return f"⚠ {name} was loaded but its analysis failed ({type(exc).__name__}): {exc}"
+    except Exception as exc:  # noqa: BLE001 - any failure becomes a message, or one clear error if strict
+        if model is None:
+            message = _load_failure(name, exc)
+        else:
+            message = f"⚠ {name} was loaded but its analysis failed ({type(exc).__name__}): {exc}"
+        if strict:
+            raise RealModelRunError(
+                f"{message.removeprefix('⚠ ').rstrip('.')}. The real-model switch is on "
+                f"({lib.REAL_MODELS_ENV}=1), so the build stops rather than publish the page without this "
+                "checkpoint. Fix the cause, or run a subset of the paper's checkpoints with "
+                f"{MODEL_LIST_ENV}=<comma-separated hub ids>."
+            ) from exc
+        return message
 
 
 def _analyse_paper_model(

@@ -5,6 +5,8 @@ error from :mod:`lib.errors` whose message says what to do next, before anything
 
 * an unsupported architecture is refused from its ``config.json``, before any weight is read;
 * a model too big for the available memory is refused from a parameter count on the meta device;
+* weights that leave part of a block at its random initialization are refused after loading (a hub
+  checkpoint's unused head and missing pooler are expected, and not printed as a load report);
 * without network, a hub id that is not cached fails within seconds.
 """
 
@@ -84,12 +86,13 @@ def _hub_offline() -> bool:
 
 
 def _network_reachable() -> bool:
-    """Whether the model hub's host answers a TCP connection within a few seconds."""
+    """Whether the model hub (``HF_ENDPOINT``: host and port) answers a TCP connection within a few seconds."""
     from huggingface_hub import constants
 
-    host = urlparse(constants.ENDPOINT).hostname or ""
+    url = urlparse(constants.ENDPOINT)
+    port = url.port or (80 if url.scheme == "http" else 443)
     try:
-        with socket.create_connection((host, 443), timeout=_CONNECT_TIMEOUT_S):
+        with socket.create_connection((url.hostname or "", port), timeout=_CONNECT_TIMEOUT_S):
             return True
     except OSError:
         return False
@@ -213,6 +216,22 @@ def _weight_files(folder: Path) -> tuple[list[Path], list[Path]]:
     return safe, pickled
 
 
+def _check_complete(folder: Path, missing: Any) -> None:
+    """Refuse a checkpoint whose weights leave part of the model at its random initialization.
+
+    A hub checkpoint is usually saved from its pretraining model, so loading the base model leaves the
+    head's weights unused (fine) and may find no pooler (BERT, ALBERT: never used by the book). The
+    blocks are what the book reads: any other missing weight (an LM head aside) would silently be random.
+    """
+    needed = sorted(k for k in missing if k.split(".")[0] not in ("pooler", "lm_head"))
+    if needed:
+        shown = ", ".join(needed[:5]) + (f" and {len(needed) - 5} more" if len(needed) > 5 else "")
+        raise CheckpointError(
+            f"The weights in {folder} do not cover the model: {shown} missing, so they would be random. "
+            "The checkpoint may belong to another architecture or be incomplete; download it again."
+        )
+
+
 def load_hf(
     folder: Path,
     label: str,
@@ -257,20 +276,26 @@ def load_hf(
                     "trust its source, pass allow_pickle=True."
                 )
             warnings.warn(f"Loading pickle weights from {folder} (allow_pickle=True).", stacklevel=3)
+        verbosity = transformers_logging.get_verbosity()
+        transformers_logging.set_verbosity_error()  # its load report: checked below instead of printed
         try:
-            model = auto.from_pretrained(
+            model, info = auto.from_pretrained(
                 folder,
                 trust_remote_code=False,
                 local_files_only=True,
                 use_safetensors=bool(safe),
                 attn_implementation="eager",
                 dtype=dtype,
+                output_loading_info=True,
             )
         except Exception as exc:  # transformers raises many types for a bad file
             raise CheckpointError(
                 f"Could not read the weights in {folder}: {type(exc).__name__}: {exc}. The file may be corrupt "
                 "or truncated; download it again."
             ) from exc
+        finally:
+            transformers_logging.set_verbosity(verbosity)
+        _check_complete(folder, info["missing_keys"])
     model.eval()
     tokenizer = None
     if any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")):
