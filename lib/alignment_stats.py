@@ -34,7 +34,7 @@ Nothing loops over tokens or prompts in Python.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ from scipy.special import gammaln
 
 from lib import spectra
 from lib.power import distance_to_subspace
+from lib.parallel import map_matrices
 
 __all__ = [
     "EigenBases",
@@ -53,7 +54,6 @@ __all__ = [
     "basis_dims",
     "bootstrap_ratio",
     "chance_levels",
-    "check_gamma_rho",
     "cross_layer",
     "diagonal_wins",
     "eigen_bases",
@@ -267,8 +267,7 @@ def eigen_bases(F: Any) -> EigenBases:
     if F64.ndim == 2:
         F64 = F64[None]
     fields: dict[str, list] = {k: [] for k in EigenBases.__dataclass_fields__}
-    for M in F64:
-        lams, V = spectra.eig(M)
+    for lams, V in map_matrices(spectra.eig, F64):  # one layer per core (lib.parallel)
         groups = _direction_groups(lams)
         if len(groups) < 2:
             raise ValueError("F must have at least two eigen-directions (d >= 2)")
@@ -715,39 +714,3 @@ def range_position(x: float, xs: Sequence[float]) -> str:
     if len(xs) == 0:
         raise ValueError("xs is empty: need at least one value to compare with")
     return "above" if x > max(xs) else ("below" if x < min(xs) else "within")
-
-
-# -- exercise checker ------------------------------------------------------------------------------------
-def check_gamma_rho(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], Any], verbose: bool = True) -> bool:
-    """Check a student's ``fn(X_in, X_out, v) -> (gamma, rho)`` for one layer.
-
-    ``X_in`` and ``X_out`` are ``(N, d)`` token states entering and leaving the layer, ``v`` a unit
-    ``(d,)`` direction. ``gamma`` is the mean absolute cosine of the outputs with ``v`` and ``rho`` the
-    fraction of tokens whose absolute cosine increases. References come from :func:`gamma_rho`.
-    """
-    from lib.exercises import _run_checks
-
-    rng = np.random.default_rng(7)
-    d, N = 16, 40
-    v = random_directions(d, 1, seed=3)[0]
-    X_in = rng.standard_normal((N, d))
-    X_out = X_in + 1.5 * rng.standard_normal((N, 1)) * v  # pushed along ±v: mostly increases
-
-    def reference(Xi, Xo, u):
-        ts = TokenStates.from_trajectories([np.stack([Xi, Xo])])
-        row = gamma_rho(ts, u[:, None], n_boot=0).iloc[0]
-        return row.gamma, row.rho
-
-    def compare(Xi, Xo, u):
-        g, r = (float(z) for z in fn(Xi.copy(), Xo.copy(), u.copy()))
-        G, R = reference(Xi, Xo, u)
-        ok = abs(g - G) < 1e-10 and abs(r - R) < 1e-10
-        return ok, f"got (γ, ρ) = ({g:.4f}, {r:.4f}), expected ({G:.4f}, {R:.4f})"
-
-    cases = [
-        ("random tokens, pushed along ±v", lambda: compare(X_in, X_out, v)),
-        ("sign of v does not matter (absolute cosine)", lambda: compare(X_in, X_out, -v)),
-        ("token norms do not matter (cosine, not dot product)", lambda: compare(3.0 * X_in, 0.1 * X_out, v)),
-        ("no change gives ρ = 0 (strict increase)", lambda: compare(X_in, X_in.copy(), v)),
-    ]
-    return _run_checks("check_gamma_rho", cases, verbose)

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from lib.spectra import TAU_COMPLEX, as_float64
+from lib.parallel import map_matrices
 
 __all__ = [
     "CONTROLS",
@@ -253,28 +254,40 @@ class BootstrapRun:
         boot: the same names → ``(B, …)`` replicates (``None`` when run without a bootstrap).
         update: whether ``delta_H``/``r_rot`` are of ``J̄ − I`` (pre-norm) or of ``J̄`` (post-LN contrast).
         n_prompts: P.
+        level: the default coverage of :meth:`interval` and :meth:`trend` (few replicates support only a
+            lower level: with ``B`` of them the 2.5% and 97.5% percentiles are about the extremes).
     """
 
     point: dict[str, np.ndarray]
     boot: dict[str, np.ndarray] | None
     update: bool
     n_prompts: int
+    level: float = 0.95
 
-    def interval(self, name: str, index: int = -1, level: float = 0.95) -> Interval:
+    def has_interval(self, name: str) -> bool:
+        """Whether ``name`` was resampled."""
+        return self.boot is not None and name in self.boot
+
+    def interval(self, name: str, index: int = -1, level: float | None = None) -> Interval:
         """Bootstrap interval of ``point[name][index]`` (for the funnel, ``-1`` is the final product)."""
-        if self.boot is None:
-            raise ValueError("this run has no bootstrap replicates")
-        return interval(float(self.point[name][index]), self.boot[name][:, index], level)
+        if not self.has_interval(name):
+            raise ValueError(f"this run has no bootstrap replicates of {name!r}")
+        return interval(float(self.point[name][index]), self.boot[name][:, index], level or self.level)
 
-    def trend(self, name: str, level: float = 0.95) -> TrendTest:
+    def trend(self, name: str, level: float | None = None) -> TrendTest:
         """:func:`trend_test` of a per-layer metric against relative depth ``(l + 1)/L``."""
-        if self.boot is None:
-            raise ValueError("this run has no bootstrap replicates")
+        if not self.has_interval(name):
+            raise ValueError(f"this run has no bootstrap replicates of {name!r}")
         L = len(self.point[name])
-        return trend_test(np.arange(1, L + 1) / L, self.point[name], self.boot[name], level)
+        return trend_test(np.arange(1, L + 1) / L, self.point[name], self.boot[name], level or self.level)
 
 
-def bootstrap_run(per_prompt, *, update: bool = True, n_boot: int = 0, seed: int = 0) -> BootstrapRun:
+BOOTSTRAP_STATS: tuple[str, ...] = ("f_C", "delta_H", "r_rot", "erank", "funnel", "funnel_no_b1")
+"""The statistics of :func:`bootstrap_run`: four per-layer metrics (:func:`spectral_metrics`) and two funnels."""
+
+
+def bootstrap_run(per_prompt, *, update: bool = True, n_boot: int = 0, seed: int = 0,
+                  level: float = 0.95, resample: Sequence[str] = BOOTSTRAP_STATS) -> BootstrapRun:
     """Every per-layer metric and both funnels of one model, with ``n_boot`` prompt-bootstrap replicates.
 
     Args:
@@ -282,20 +295,31 @@ def bootstrap_run(per_prompt, *, update: bool = True, n_boot: int = 0, seed: int
         update: pre-norm (``True``: ``J̄ − I``) or post-LN contrast (``False``: ``J̄``).
         n_boot: resamples (0: point values only). The same ``seed`` gives the same resamples to every
             model with the same ``P``, so trained models and their twins are resampled alike.
+        level: the run's default interval coverage (:attr:`BootstrapRun.level`).
+        resample: the statistics that get replicates (all by default). At large ``d`` the per-layer metrics'
+            eigensolves are most of the cost: ``("funnel_no_b1",)`` resamples only the primary funnel.
     """
+    unknown = set(resample) - set(BOOTSTRAP_STATS)
+    if unknown:
+        raise ValueError(f"unknown statistics {sorted(unknown)}; choose from {BOOTSTRAP_STATS}")
     per = np.asarray(per_prompt)
     L, P = per.shape[:2]
     Jm = per.astype(np.float64).mean(1)
 
-    def stats(J: np.ndarray) -> dict[str, np.ndarray]:  # J: (..., L, d, d)
-        out = spectral_metrics(J, update=update)
-        out["funnel"] = funnel_eranks(J)
-        out["funnel_no_b1"] = funnel_eranks(J[..., 1:, :, :])
-        return out
+    def stats(J: np.ndarray, names: Sequence[str] = BOOTSTRAP_STATS) -> dict[str, np.ndarray]:  # J: (..., L, d, d)
+        out = spectral_metrics(J, update=update) if set(names) & {"f_C", "delta_H", "r_rot", "erank"} else {}
+        if "funnel" in names:
+            out["funnel"] = funnel_eranks(J)
+        if "funnel_no_b1" in names:
+            out["funnel_no_b1"] = funnel_eranks(J[..., 1:, :, :])
+        return {name: out[name] for name in names}
 
     point = stats(Jm)
-    boot = stats(resampled_means(per, bootstrap_weights(P, n_boot, seed))) if n_boot else None
-    return BootstrapRun(point=point, boot=boot, update=update, n_prompts=P)
+    boot = None
+    if n_boot and resample:  # one resample per thread: NumPy's LAPACK releases the GIL (lib.parallel)
+        reps = map_matrices(lambda J: stats(J, resample), resampled_means(per, bootstrap_weights(P, n_boot, seed)))
+        boot = {name: np.stack([r[name] for r in reps]) for name in resample}
+    return BootstrapRun(point=point, boot=boot, update=update, n_prompts=P, level=level)
 
 
 CONTROLS: tuple[str, ...] = ("as measured", "Schur-normal", "shuffled Schur")
@@ -444,15 +468,15 @@ def learned_verdict(verdicts: Sequence[str]) -> str:
 
 
 def metric_frame(runs: dict[tuple[str, str], BootstrapRun], metrics: Sequence[str] = ("f_C", "delta_H", "r_rot", "erank"),
-                 level: float = 0.95) -> pd.DataFrame:
+                 level: float | None = None) -> pd.DataFrame:
     """Long table of per-layer metrics: ``model``, ``weights``, ``layer``, ``depth``, ``metric``, ``value``,
-    ``lo``, ``hi`` (``lo``/``hi`` NaN for runs without a bootstrap)."""
+    ``lo``, ``hi`` (``lo``/``hi`` NaN for runs without a bootstrap; ``level`` None: each run's own)."""
     rows = []
     for (model, weights), r in runs.items():
         for m in metrics:
             L = len(r.point[m])
             for l in range(L):
-                iv = r.interval(m, l, level) if r.boot is not None else Interval(float(r.point[m][l]), np.nan, np.nan)
+                iv = r.interval(m, l, level) if r.has_interval(m) else Interval(float(r.point[m][l]), np.nan, np.nan)
                 rows.append({"model": model, "weights": weights, "layer": l + 1, "depth": (l + 1) / L, "metric": m,
                              "value": iv.point, "lo": iv.lo, "hi": iv.hi})
     return pd.DataFrame(rows)

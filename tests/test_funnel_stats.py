@@ -101,6 +101,25 @@ def test_bootstrap_run_and_intervals():
         point_only.interval("f_C")
 
 
+def test_bootstrap_run_subset_and_level():
+    """Resampling a subset gives the same replicates as the full run (same seed), and the run's level is used."""
+    per = _stack(L=4, P=16, d=8, seed=5)
+    full = fs.bootstrap_run(per, n_boot=25, seed=1)
+    part = fs.bootstrap_run(per, n_boot=25, seed=1, resample=("funnel_no_b1",), level=0.8)
+    assert set(part.boot) == {"funnel_no_b1"} and part.has_interval("funnel_no_b1") and not part.has_interval("f_C")
+    np.testing.assert_array_equal(part.boot["funnel_no_b1"], full.boot["funnel_no_b1"])
+    for m in fs.BOOTSTRAP_STATS:
+        np.testing.assert_array_equal(part.point[m], full.point[m])
+    iv = part.interval("funnel_no_b1")
+    assert iv.level == 0.8 and (iv.lo, iv.hi) == tuple(np.quantile(full.boot["funnel_no_b1"][:, -1], [0.1, 0.9]))
+    with pytest.raises(ValueError, match="f_C"):
+        part.trend("f_C")
+    frame = fs.metric_frame({("m", "trained"): part})
+    assert frame.lo.isna().all()  # no per-layer metric was resampled
+    with pytest.raises(ValueError, match="unknown"):
+        fs.bootstrap_run(per, n_boot=5, resample=("funnel_all",))
+
+
 def test_control_funnels_match_nonnormal():
     per = _stack(L=4, P=5, d=12, seed=4, scale=1.0)
     got = fs.control_funnels(per, first=1)
