@@ -122,11 +122,19 @@ def perturbation_chart(df: pd.DataFrame, *, title: str, model: str) -> alt.TopLe
 
 
 def steering_chart(df: pd.DataFrame, *, title: str, model: str) -> alt.TopLevelMixin:
-    """Both views of the O-edit against its strength: ``df`` long with ``alpha``, ``quantity``, ``value``, ``model``."""
-    chart = alt.Chart(df).mark_line(point=True).encode(
+    """Both views of the O-edit against its strength, one panel per model (rows) and series (columns).
+
+    ``df`` long: ``model``, ``series`` ("trained" / "random init"), ``weights`` (one line each), ``alpha``,
+    ``quantity``, ``value`` and, where a prompt-bootstrap interval exists, ``lo``/``hi`` (drawn as a band).
+    """
+    base = alt.Chart().encode(
         x=alt.X("alpha:Q", title="α|c| / |λ₁(F_L)| (symlog)", scale=alt.Scale(type="symlog")),
-        y=alt.Y("value:Q", title="|cos| with u", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("quantity:N", title=None, legend=alt.Legend(orient="bottom", columns=2)),
-        tooltip=["quantity:N", "alpha:Q", alt.Tooltip("value:Q", format=".3f")],
-    ).properties(width=250, height=200).facet(column=alt.Column("model:N", title=None))
+        detail="weights:N")
+    line = base.mark_line(point=True).encode(
+        y=alt.Y("value:Q", title="|cos| with u", scale=alt.Scale(domain=[0, 1])),
+        tooltip=["weights:N", "quantity:N", "alpha:Q", alt.Tooltip("value:Q", format=".3f")])
+    band = base.transform_filter("isValid(datum.lo)").mark_area(opacity=0.2).encode(y="lo:Q", y2="hi:Q")
+    chart = alt.layer(band, line, data=df).properties(width=230, height=170).facet(
+        row=alt.Row("model:N", title=None), column=alt.Column("series:N", title=None))
     return titled(chart, title, model)

@@ -25,11 +25,13 @@ from lib import jacobian as jac
 from lib import nonnormal as nn
 from lib import spectra, steering
 from lib.cumulative import erank_from_singular_values
+from lib.funnel_stats import bootstrap_weights
+from lib.parallel import map_matrices
 from lib.topology import benjamini_hochberg
 
 __all__ = ["ANGLE_TARGETS", "JView", "ModelViews", "analyse", "context_jacobians", "context_table", "float64",
            "in_context_stack",
-           "perturbation_errors", "steering_views", "steering_views_at"]
+           "perturbation_errors", "steering_long", "steering_views", "steering_views_at"]
 
 ANGLE_TARGETS: tuple[str, ...] = ("eigenvectors of J̄", "left singular vectors", "right singular vectors",
                                   "funnel image")
@@ -164,18 +166,22 @@ def analyse(model: Any, texts: Sequence[str], *, key: str, series: str, k: int =
     v1, k1 = np.zeros((L, d, 2)), np.zeros(L, dtype=int)
     targets: dict[str, list[np.ndarray]] = {t: [] for t in ANGLE_TARGETS}
     share_rows, rate_rows = [], []
-    P = np.eye(d)
+    shares, sigma_F = [], []
     for t in range(L):
         dec = br.decompose(model, t, X[t])
-        est, lo, hi = br.bootstrap_share(dec, n_boot=n_boot, seed=seed + t)
+        shares.append(br.bootstrap_share(dec, n_boot=n_boot, seed=seed + t))
         Jbar[t], JF = dec.J.mean(0), dec.J_F.mean(0)
+        sigma_F.append(np.linalg.norm(JF, 2))
         J_first[t] = dec.J[: J_first.shape[1]]
         del dec
+    # the float64 eigen- and singular decompositions of every layer, one layer per core (lib.parallel)
+    eigs = map_matrices(br.sorted_eig, Jbar)
+    svds = map_matrices(np.linalg.svd, Jbar)
+    P = np.eye(d)
+    for t, (eig, svd, (est, lo, hi)) in enumerate(zip(eigs, svds, shares)):
         U = Jbar[t] - ref
-        eig = br.sorted_eig(Jbar[t])
-        svd = np.linalg.svd(Jbar[t])
         s_U = svd[1][0] if lay == "post-norm" else np.linalg.norm(U, 2)
-        share_rows.append({"layer": t + 1, "share": est, "lo": lo, "hi": hi, "sigma_share": np.linalg.norm(JF, 2) / s_U})
+        share_rows.append({"layer": t + 1, "share": est, "lo": lo, "hi": hi, "sigma_share": sigma_F[t] / s_U})
         rate_rows.append({"layer": t + 1, "radius_J": float(np.abs(eig[0][0])),
                           "delta_H": br.relative_departure(U, eig[0] - np.diag(ref)),
                           "erank": float(erank_from_singular_values(torch.from_numpy(svd[1])))})
@@ -314,39 +320,73 @@ def steering_views(model: Any, u: Any, alphas: Sequence[float], texts: Sequence[
     return steering_views_at(model, u, alphas, X[model.n_layers - 1], states)
 
 
-def steering_views_at(model: Any, u: Any, alphas: Sequence[float], X_last: Any, states: Sequence[Any]) -> pd.DataFrame:
+def steering_views_at(model: Any, u: Any, alphas: Sequence[float], X_last: Any, states: Sequence[Any], *,
+                      n_boot: int = 200, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
     """The chapter-5 O-edit of the last layer seen by both views, for each relative strength ``alpha``.
 
     The edit changes only the last block, so its inputs do not depend on it: ``X_last`` ``(P, d)`` are the
-    last-token inputs of the last block (where ``J̄_L`` is taken) and ``states`` the per-sequence residual
-    streams ``(L+1, n, d)`` whose entry ``L−1`` is run through the edited block for the token alignment.
+    last-token inputs of the last block (where ``J̄_L`` is taken) and ``states`` the ``P`` per-sequence
+    residual streams ``(L+1, n, d)`` (the same prompts) whose entry ``L−1`` is run through the edited block.
 
     Per ``alpha`` (0: no edit): ``spectral`` = ``|⟨v₁(F_L′), u⟩|`` (planar for a complex pair: the F view's
     promise); ``J_sv`` = ``|⟨s₁, u⟩|`` with ``s₁`` the top left singular vector of the mean update ``Ū_L``;
-    ``J_eig`` = ``a(u, v₁(J̄_L))``; ``J_write`` = ``a(W̄ u, u)`` with ``W̄`` the mean of ``J_mlp L``
+    ``J_write`` = ``a(W̄ u, u)`` with ``W̄`` the mean of ``J_mlp L``
     (:attr:`lib.bridge.Decomposition.write`): where the block's output moves when the attention core's
     output moves along ``u``, the Jacobian view's prediction of the direction the edit writes (its value at
     ``alpha = 0`` uses only the unedited block); ``share`` = ‖J̄_F‖/‖Ū_L‖; ``tokens`` = the mean ``a(x, u)``
     over every token leaving the last block (chapter 5's real-pass measure, before any final norm).
+
+    ``J_write``, ``share`` and ``tokens`` are means over prompts (or a function of them), so each gets a
+    prompt-bootstrap percentile interval at ``level`` (columns ``<name>_lo``, ``<name>_hi``; ``n_boot``
+    resamples of the ``P`` prompts, :func:`lib.funnel_stats.bootstrap_weights`, the same for every
+    ``alpha`` and for every model with the same ``P`` and ``seed``). ``spectral`` does not depend on the
+    prompts; ``J_sv`` (a decomposition of a mean per resample) is a point value.
     """
     t = model.n_layers - 1
     d = model.d_model
     u = steering.as_direction(u, d).vector
     radius = float(spectra.spectral_radius(model.layer(t).attention.layer_matrix()))
     inputs = [torch.as_tensor(H[t]) for H in states]
+    P = len(inputs)
+    if len(X_last) != P:
+        raise ValueError(f"X_last has {len(X_last)} prompts and states {P}: they must be the same prompts")
+    W = bootstrap_weights(P, n_boot, seed)  # (B, P)
+    a = (1 - level) / 2
+
+    def band(name: str, values: np.ndarray) -> dict[str, float]:
+        lo, hi = np.quantile(values, [a, 1 - a])
+        return {f"{name}_lo": float(lo), f"{name}_hi": float(hi)}
+
     rows = []
-    for a in alphas:
-        with steering.maybe_steer(model, u, a, radius=radius), torch.no_grad():
+    for alpha in alphas:
+        with steering.maybe_steer(model, u, alpha, radius=radius), torch.no_grad():
             rep = steering.spectral_report(model.layer(t).attention.layer_matrix(), u)
             dec = br.decompose(model, t, X_last, write=True)
-            out = np.concatenate([spectra.as_float64(model.layer(t)(H)) for H in inputs])
+            outs = [spectra.as_float64(model.layer(t)(H)) for H in inputs]
         Ubar = dec.update.mean(0)
         s1 = np.linalg.svd(Ubar)[0][:, 0]
-        B1 = br.eigen_subspace(dec.J.mean(0), 1)
-        Wu = dec.write.mean(0) @ u
-        rows.append({"alpha": float(a), "spectral": rep["spectral_alignment"], "J_sv": float(abs(s1 @ u)),
-                     "J_eig": float(np.linalg.norm(B1.T @ u)),
-                     "J_write": float(abs(Wu @ u) / np.linalg.norm(Wu)),
-                     "share": float(np.linalg.norm(dec.J_F.mean(0)) / np.linalg.norm(Ubar)),
-                     "tokens": float(np.mean(np.abs(out @ u) / np.linalg.norm(out, axis=1)))})
+        Wu_p = dec.write @ u  # (P, d): per prompt, where the block writes a push along u
+        Wu = np.vstack([Wu_p.mean(0), W @ Wu_p])  # row 0: all prompts; then one row per resample
+        write = np.abs(Wu @ u) / np.linalg.norm(Wu, axis=1)
+        share = (np.linalg.norm(np.vstack([dec.J_F.mean(0).reshape(1, -1), W @ dec.J_F.reshape(P, -1)]), axis=1)
+                 / np.linalg.norm(np.vstack([Ubar.reshape(1, -1), W @ dec.update.reshape(P, -1)]), axis=1))
+        sums = np.array([np.sum(np.abs(o @ u) / np.linalg.norm(o, axis=1)) for o in outs])  # per prompt
+        counts = np.array([len(o) for o in outs], dtype=np.float64)
+        tokens = np.concatenate([[sums.sum() / counts.sum()], (W @ sums) / (W @ counts)])  # pooled over tokens
+        rows.append({"alpha": float(alpha), "spectral": rep["spectral_alignment"], "J_sv": float(abs(s1 @ u)),
+                     "J_write": float(write[0]), **band("J_write", write[1:]),
+                     "share": float(share[0]), **band("share", share[1:]),
+                     "tokens": float(tokens[0]), **band("tokens", tokens[1:])})
     return pd.DataFrame(rows)
+
+
+def steering_long(steer: pd.DataFrame, quantities: dict[str, str]) -> pd.DataFrame:
+    """:func:`steering_views_at` tables (tagged with ``model``, ``series``, ``weights``) in the long form of
+    :func:`lib.bridge_plots.steering_chart`: one row per quantity, labelled by ``quantities`` (column → label),
+    with ``lo``/``hi`` where the quantity has an interval (NaN otherwise)."""
+    parts = []
+    for col, label in quantities.items():
+        part = steer[["model", "series", "weights", "alpha"]].assign(quantity=label, value=steer[col])
+        has = f"{col}_lo" in steer
+        parts.append(part.assign(lo=steer[f"{col}_lo"] if has else np.nan, hi=steer[f"{col}_hi"] if has else np.nan))
+    return pd.concat(parts, ignore_index=True)
