@@ -136,5 +136,5 @@ def steering_chart(df: pd.DataFrame, *, title: str, model: str) -> alt.TopLevelM
         tooltip=["weights:N", "quantity:N", "alpha:Q", alt.Tooltip("value:Q", format=".3f")])
     band = base.transform_filter("isValid(datum.lo)").mark_area(opacity=0.2).encode(y="lo:Q", y2="hi:Q")
     chart = alt.layer(band, line, data=df).properties(width=230, height=170).facet(
-        row=alt.Row("model:N", title=None), column=alt.Column("series:N", title=None))
+        row=alt.Row("model:N", title=None), column=alt.Column("series:N", title=None, sort="descending"))  # trained first
     return titled(chart, title, model)
