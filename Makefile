@@ -17,7 +17,7 @@ export PYTHONHASHSEED := 0
 MATHJAX_VERSION := 3.2.2
 MATHJAX := .vendor/mathjax/tex-mml-chtml.js
 
-.PHONY: book pdf test lab bench vendor linkcheck browser-deps clean
+.PHONY: book pdf test lab student bench vendor linkcheck browser-deps clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,11 @@ test: $(STAMP) $(MATHJAX) browser-deps
 ## make lab: open the chapters in JupyterLab
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab book/
+
+## make student: a student edition (solutions removed) and an instructor edition (solutions in nbgrader's
+## format) of every chapter, as notebooks in _build/student/{student,instructor}/ (no execution, seconds)
+student: $(STAMP)
+	$(PY) -m tools.student --out _build/student
 
 ## make bench: benchmarks (not tests); prints tables and writes benchmarks/results.json
 ## (options: make bench BENCH_ARGS="--quick --threads 1 --chapters")
