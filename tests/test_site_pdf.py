@@ -17,8 +17,10 @@ from conftest import ROOT, require_chromium, toc_pages
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 def _norm(text: str) -> str:
-    """Fold ligatures (ﬁ → fi) and whitespace, as text extracted from a PDF needs."""
-    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip()
+    """Fold ligatures (ﬁ → fi) and whitespace, and rejoin a hyphenated word broken over two lines
+    ("power- method" → "power-method"), as text extracted from a PDF needs."""
+    folded = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip()
+    return re.sub(r"(?<=\w)- (?=\w)", "-", folded)
 
 
 def _first_heading(html: Path) -> str:
