@@ -125,8 +125,18 @@ def attention_affine(model, t: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _act_and_slope(act: nn.Module, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(φ(Z), φ'(Z))`` of an elementwise activation module (one forward-mode pass)."""
-    return torch.func.jvp(act, (Z,), (torch.ones_like(Z),))
+    """``(φ(Z), φ'(Z))`` of an elementwise activation module (one reverse-mode pass).
+
+    For an elementwise ``φ`` the gradient of ``Σ φ(Z)`` is ``φ'(Z)``. Reverse mode, not
+    ``torch.func.jvp``: forward-mode AD keeps its dual level process-wide, so two threads taking
+    Jacobians side by side (:func:`lib.parallel.map_matrices` over models) would mix their tangents;
+    autograd's state is per thread.
+    """
+    with torch.enable_grad():
+        Zr = Z.detach().requires_grad_(True)
+        a = act(Zr)
+        (slope,) = torch.autograd.grad(a.sum(), Zr)
+    return a.detach(), slope
 
 
 def _linear(module: nn.Module, conv1d: bool) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -39,7 +39,9 @@ def map_matrices(fn: Callable[[Any], T], mats: Sequence[Any], *, workers: int | 
 
     Args:
         fn: a function of one matrix; it should spend its time in NumPy's LAPACK (which releases
-            the GIL) and must not touch shared mutable state.
+            the GIL) and must not touch shared mutable state. PyTorch's reverse-mode autograd is
+            per thread, but its forward mode (``torch.func.jvp``, ``jacfwd``) keeps one dual level
+            for the whole process: threads inside it at once mix their tangents.
         mats: the matrices, e.g. a ``(n, d, d)`` array (iterated along its first axis).
         workers: threads; default ``min(len(mats), available_cores())``. ``1`` runs a plain loop
             (still with one BLAS thread, so the results are the same for every value).

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
 import scipy.linalg
+import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from lib import spectra
@@ -73,3 +75,38 @@ def test_layer_spectra_equals_its_serial_loop():
         p = spectra.principal(A[t], condition=True)
         np.testing.assert_allclose(ls.principal[t].eigvals, p.eigvals, atol=1e-12)
         assert ls.principal[t].condition == pytest.approx(p.condition, rel=1e-8)
+
+
+class _MeetThenSilu(torch.nn.Module):
+    """SiLU that waits until both threads are inside it, then computes after ``delay`` seconds: one
+    thread's Jacobian finishes while the other's is still being taken."""
+
+    def __init__(self, barrier: threading.Barrier, delay: float):
+        super().__init__()
+        self.barrier, self.delay = barrier, delay
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        self.barrier.wait()
+        time.sleep(self.delay)
+        return torch.nn.functional.silu(z)
+
+
+def test_closed_form_jacobians_of_two_models_side_by_side_equal_the_serial_ones(tiny_dir):
+    """Chapter 6 maps its steering views over models in threads. Forward-mode AD (``torch.func.jvp``)
+    keeps one dual level for the whole process, so two threads inside it at once mixed their tangents
+    (a rerun of chapter 6 differed by up to 0.05 in one twin's Jacobian). Both threads now meet inside
+    the activation's slope and must still get their serial values bitwise."""
+    from tiny_models import block_inputs
+
+    import lib
+    from lib import jacobian_closed as jc
+
+    models = [lib.load_model(str(tiny_dir("llama")), dtype=torch.float64) for _ in range(2)]
+    X = [block_inputs(m, P=3, seed=s) for s, m in enumerate(models)]
+    serial = [jc.block_jacobians(m, 1, x, "mlp") for m, x in zip(models, X)]
+    barrier = threading.Barrier(2, timeout=20)
+    for m, delay in zip(models, (0.0, 0.5)):
+        m.blocks[1].mlp.act_fn = _MeetThenSilu(barrier, delay)
+    side_by_side = map_matrices(lambda i: jc.block_jacobians(models[i], 1, X[i], "mlp"), [0, 1], workers=2)
+    for got, ref in zip(side_by_side, serial):
+        torch.testing.assert_close(got, ref, rtol=0, atol=0)
