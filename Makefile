@@ -17,7 +17,7 @@ export PYTHONHASHSEED := 0
 MATHJAX_VERSION := 3.2.2
 MATHJAX := .vendor/mathjax/tex-mml-chtml.js
 
-.PHONY: book pdf test lab student bench vendor linkcheck browser-deps clean
+.PHONY: book pdf test lab student colab bench vendor linkcheck browser-deps clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -68,6 +68,12 @@ lab: $(STAMP)
 ## format) of every chapter, as notebooks in _build/student/{student,instructor}/ (no execution, seconds)
 student: $(STAMP)
 	$(PY) -m tools.student --out _build/student
+
+## make colab: every chapter as a Colab notebook (a first cell installs the book from SPECTRAL_BOOK_REPO_URL
+## at the commit GITHUB_SHA, else main), in _build/colab/book/; the publishing workflow pushes them to the
+## colab branch, which the Colab buttons open
+colab: $(STAMP)
+	$(PY) -m tools.colab --out _build/colab
 
 ## make bench: benchmarks (not tests); prints tables and writes benchmarks/results.json
 ## (options: make bench BENCH_ARGS="--quick --threads 1 --chapters")

@@ -54,12 +54,29 @@ def test_runs_on_push_to_main_and_deploys_the_site_to_pages(workflow):
                   if any(s.get("uses", "").startswith("actions/deploy-pages") for s in j["steps"]))
     assert deploy["needs"] == "build" and deploy["environment"]["name"] == "github-pages"
     assert workflow["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
+    # only the build job may push, and only for the Colab notebooks' branch
+    assert workflow["jobs"]["build"]["permissions"]["contents"] == "write"
+    assert "permissions" not in workflow["jobs"]["deploy"]
+
+
+def test_pushes_the_colab_notebooks_to_the_branch_the_buttons_open(workflow):
+    from tools import colab
+
+    steps = _steps(workflow)
+    make = next(i for i, s in enumerate(steps) if s.get("run", "").strip() == "make colab")
+    assert steps[make]["env"][book_config.REPO_URL_ENV] == "${{ github.server_url }}/${{ github.repository }}"
+    push = steps[make + 1]
+    assert push["uses"].split("@")[0] == "peaceiris/actions-gh-pages"
+    assert push["with"]["publish_dir"] == "_build/colab"  # what `make colab` writes
+    assert push["with"]["publish_branch"] == colab.COLAB_BRANCH == book_config.COLAB_BRANCH
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^colab:.*\n\t\$\(PY\) -m tools\.colab --out _build/colab$", makefile, flags=re.M)
 
 
 def test_runs_exactly_the_readme_commands_in_order(workflow):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     runs = [s["run"].strip() for s in _steps(workflow) if "run" in s]
-    assert runs == ["make test", "make book"]
+    assert runs == ["make test", "make book", "make colab"]
     for cmd in runs:
         assert cmd in readme
     assert set(_make_calls(workflow)) <= _make_targets()
@@ -124,6 +141,8 @@ def test_the_repo_url_fills_in_binder_colab_and_the_repository():
     assert theme["launch_buttons"]["colab_url"] == book_config.COLAB_URL
     assert theme["launch_buttons"]["jupyterhub_url"] == ""  # only with a hub of one's own
     assert theme["launch_buttons"]["notebook_interface"] == "jupyterlab"  # the project's own setting kept
+    assert out["sphinx"]["config"]["colab_notebooks_branch"] == book_config.COLAB_BRANCH
+    assert Path(out["sphinx"]["local_extensions"]["colab_links"], "colab_links.py").is_file()
     assert config == _project_config()  # the input is not modified
     hub = book_config.with_launch_buttons(config, url, jupyterhub_url="https://hub.example.edu/")
     assert hub["sphinx"]["config"]["html_theme_options"]["launch_buttons"]["jupyterhub_url"] == "https://hub.example.edu"
@@ -151,7 +170,8 @@ def test_a_sample_book_shows_the_buttons_only_when_the_url_is_set(tmp_path):
     book = tmp_path / "book"
     book.mkdir()
     (book / "page.md").write_text(_PAGE)
-    (book / "_toc.yml").write_text("format: jb-book\nroot: page\n")
+    (book / "01_chapter.md").write_text(_PAGE.replace("# One page", "# A chapter"))
+    (book / "_toc.yml").write_text("format: jb-book\nroot: page\nchapters:\n- file: 01_chapter\n")
     theme = _project_config()["sphinx"]["config"]["html_theme_options"]
     config = {"title": "Sample", "execute": {"execute_notebooks": "force"},
               "sphinx": {"config": {"html_theme_options": theme}}}
@@ -165,7 +185,13 @@ def test_a_sample_book_shows_the_buttons_only_when_the_url_is_set(tmp_path):
         proc = subprocess.run([str(jb), "build", str(book), "-W", "-n", "--path-output", str(out), *extra],
                               capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        pages[name] = (out / "_build" / "html" / "page.html").read_text(encoding="utf-8")
+        pages[name] = (out / "_build" / "html" / "01_chapter.html").read_text(encoding="utf-8")
+        pages[f"{name}_page"] = (out / "_build" / "html" / "page.html").read_text(encoding="utf-8")
     assert "mybinder.org" not in pages["unset"] and "colab.research.google.com" not in pages["unset"]
     assert "https://mybinder.org/v2/gh/spectral-book/spectral-dynamics/main" in pages["set"]
-    assert "https://colab.research.google.com/github/spectral-book/spectral-dynamics/blob/main/page.md" in pages["set"]
+    # Colab cannot open the .md source: a chapter's button opens its notebook on the colab branch, a page
+    # that is not a chapter has no Colab button
+    base = "https://colab.research.google.com/github/spectral-book/spectral-dynamics/blob"
+    assert f"{base}/colab/01_chapter.ipynb" in pages["set"]
+    assert "colab.research.google.com" not in pages["set_page"] and "mybinder.org" in pages["set_page"]
+    assert "/blob/main/01_chapter.md" not in pages["set"]

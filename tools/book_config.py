@@ -3,7 +3,9 @@
 ``make book`` runs this when ``SPECTRAL_BOOK_REPO_URL`` is set (e.g. ``https://github.com/owner/repo``)
 and builds with the file it writes (``jupyter-book build --config``). The executed pages then get
 Binder and Colab launch buttons, and a JupyterHub button when ``SPECTRAL_BOOK_JUPYTERHUB_URL`` names a
-hub. Unset, ``_config.yml`` is used as it is and the pages have no launch button at all.
+hub. Unset, ``_config.yml`` is used as it is and the pages have no launch button at all. Colab opens a
+chapter's notebook on the ``colab`` branch (:mod:`tools.colab`, pushed there by the publishing workflow;
+``book/_ext/colab_links.py`` points the buttons at it), since it cannot open the MyST sources.
 
     python -m tools.book_config --repo-url https://github.com/owner/repo --out _build/launch/_config.yml
 """
@@ -19,13 +21,16 @@ from typing import Any
 
 import yaml
 
-__all__ = ["BINDERHUB_URL", "COLAB_URL", "JUPYTERHUB_ENV", "REPO_URL_ENV", "with_launch_buttons", "write_config"]
+__all__ = ["BINDERHUB_URL", "COLAB_BRANCH", "COLAB_URL", "JUPYTERHUB_ENV", "REPO_URL_ENV", "with_launch_buttons", "write_config"]
 
 REPO_URL_ENV = "SPECTRAL_BOOK_REPO_URL"
 JUPYTERHUB_ENV = "SPECTRAL_BOOK_JUPYTERHUB_URL"
 BINDERHUB_URL = "https://mybinder.org"
 COLAB_URL = "https://colab.research.google.com"
+COLAB_BRANCH = "colab"
+"""The branch with the chapters' Colab notebooks (``tools.colab.COLAB_BRANCH``; kept equal by a test)."""
 
+_EXTENSIONS = Path(__file__).resolve().parents[1] / "book" / "_ext"
 _GITHUB = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+")
 
 
@@ -51,6 +56,8 @@ def with_launch_buttons(config: dict[str, Any], repo_url: str, *, branch: str = 
     theme.update(repository_url=repo_url, repository_branch=branch, path_to_docs="")
     theme["launch_buttons"] = {**theme.get("launch_buttons", {}), "binderhub_url": BINDERHUB_URL,
                                "colab_url": COLAB_URL, "jupyterhub_url": jupyterhub_url.rstrip("/")}
+    out["sphinx"].setdefault("local_extensions", {})["colab_links"] = str(_EXTENSIONS)
+    out["sphinx"]["config"]["colab_notebooks_branch"] = COLAB_BRANCH
     return out
 
 
