@@ -58,8 +58,10 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import math
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,6 +137,45 @@ SOLVE_RCOND = 1e-8
 """``V_L`` counts as invertible when it is square and ``σ_min/σ_max`` exceeds this."""
 
 
+class _WithOnly(contextlib.AbstractContextManager):
+    """An edit's context manager that warns when it is dropped without ever being entered: a call of
+    :func:`steer` without ``with`` edits nothing, which would otherwise pass in silence."""
+
+    def __init__(self, cm: contextlib.AbstractContextManager, name: str):
+        self._cm, self._name, self._entered = cm, name, False
+
+    def __enter__(self) -> Any:
+        self._entered = True
+        return self._cm.__enter__()
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        return self._cm.__exit__(*exc)
+
+    def __del__(self) -> None:
+        if not self._entered:
+            warnings.warn(f"{self._name}(...) was called without `with`, so nothing was edited; write "
+                          f"`with {self._name}(model, ...) as edit:`", RuntimeWarning, stacklevel=2)
+
+
+def _with_only(fn: Callable[..., Iterator[Any]]) -> Callable[..., _WithOnly]:
+    """``contextlib.contextmanager(fn)`` whose context manager warns if it is never entered (:class:`_WithOnly`)."""
+    manager = contextlib.contextmanager(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> _WithOnly:
+        return _WithOnly(manager(*args, **kwargs), fn.__name__)
+
+    return wrapper
+
+
+def _target(model: Any, direction: Any) -> Direction:
+    """The unit target of an edit: a :class:`Direction`, any vector of length ``d``, or one vocabulary word
+    (:func:`word_direction`)."""
+    if isinstance(direction, str):
+        return word_direction(model, direction)
+    return as_direction(direction, model.d_model)
+
+
 # -- directions ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Direction:
@@ -152,13 +193,20 @@ class Direction:
     kind: str = "vector"
     token_id: int | None = None
 
+    def __repr__(self) -> str:
+        tok = "" if self.token_id is None else f", token_id={self.token_id}"
+        return f"Direction({self.label!r}, kind={self.kind!r}, d={self.vector.shape[0]}{tok})"
+
 
 def as_direction(direction: Any, d: int | None = None, label: str = "vector") -> Direction:
     """Validate and normalize a direction: a :class:`Direction`, or any vector (NumPy, torch, list).
 
     Raises:
-        InputError: wrong shape, non-finite entries, or the zero vector.
+        InputError: a word (use :func:`word_direction`), wrong shape, non-finite entries, or the zero vector.
     """
+    if isinstance(direction, str):
+        raise InputError(f"{direction!r} is a word, not a vector: make its direction with "
+                         f"word_direction(model, {direction!r}) (steer and activation_addition accept the word itself)")
     if isinstance(direction, Direction):
         vec, label, kind, tok = direction.vector, direction.label, direction.kind, direction.token_id
     else:
@@ -329,6 +377,10 @@ class SteeringEdit:
     matrix: str
     y: np.ndarray
 
+    def __repr__(self) -> str:
+        return (f"SteeringEdit({self.matrix}-edit of layer {self.layer + 1} towards {self.label!r}: "
+                f"alpha={self.alpha:.4g} (alpha_rel={self.alpha_rel:.4g}), c={self.c:.4g}, method={self.method!r})")
+
     @property
     def delta_F(self) -> np.ndarray:
         """``α y zᵀ`` (d × d, float64), the change of ``F_l`` (``α u zᵀ`` for the O-edit)."""
@@ -346,7 +398,7 @@ def _check_alpha(alpha: Any) -> float:
 
 
 def _resolve_layer(model: Any, layer: int) -> int:
-    return model._check_layer(layer)
+    return model.check_layer(layer)
 
 
 def _is_shared(model: Any, t: int) -> bool:
@@ -406,7 +458,7 @@ def prepare_edit(model: Any, direction: Any, alpha: float, *, relative: bool = T
         )
     att = model.layer(t).attention
     d = att.d_model
-    u_dir = as_direction(direction, d)
+    u_dir = _target(model, direction)
     u = u_dir.vector
     # O-edit: F' = F + α u (Vᵀw)ᵀ, w solves Vᵀw = u.  V-edit: F' = F + α (O_grp b) uᵀ, b solves O_grp b = u.
     side = spectra.as_float64(att.V) if matrix == "O" else grouped_output(att).T
@@ -429,7 +481,7 @@ def prepare_edit(model: Any, direction: Any, alpha: float, *, relative: bool = T
                         w, z, c, method, radius, shared, matrix, y)
 
 
-@contextlib.contextmanager
+@_with_only
 def steer(model: Any, direction: Any, alpha: float, relative: bool = True, *, layer: int = -1,
           allow_shared: bool = False, w: Any = None, radius: float | None = None,
           matrix: str = "O") -> Iterator[SteeringEdit]:
@@ -437,7 +489,8 @@ def steer(model: Any, direction: Any, alpha: float, relative: bool = True, *, la
 
     Args:
         model: a loaded :class:`lib.models.SpectralModel` (edited in place: no copy is made).
-        direction: the target ``u`` (:class:`Direction` or any nonzero vector of length ``d``).
+        direction: the target ``u``: a :class:`Direction`, any nonzero vector of length ``d``, or one
+            vocabulary word (its :func:`word_direction`).
         alpha: ``α > 0``; in units of ``|λ_1(F_l)|`` (``α|c| = alpha·|λ_1|``) when ``relative``.
         layer: the block to edit (default the last, as in the paper; another layer is a control).
         allow_shared: edit a module that several layers share (ALBERT); refused otherwise.
@@ -452,7 +505,16 @@ def steer(model: Any, direction: Any, alpha: float, relative: bool = True, *, la
         ``model.layer_matrices()`` and every forward pass see the edit.
 
     The original weight tensor is cloned and copied back on exit, also after an exception, so the
-    model is bitwise identical afterwards.
+    model is bitwise identical afterwards. Called without ``with`` it edits nothing and warns.
+
+    Example:
+        >>> import lib
+        >>> m = lib.load_model("book-decoder")
+        >>> with steer(m, "boat", 20) as edit:  # α|c| = 20 |λ₁(F_L)|: u is F_L′'s principal direction
+        ...     print(edit)
+        ...     round(spectral_report(m.layer(-1).attention.layer_matrix(), edit.u)["spectral_alignment"], 3)
+        SteeringEdit(O-edit of layer 6 towards 'word: boat': alpha=... (alpha_rel=20), c=..., method='pinv')
+        1.0
 
     Raises:
         InputError: ``alpha ≤ 0`` or not finite, a zero/ill-shaped direction, a shared module, an
@@ -472,7 +534,7 @@ def steer(model: Any, direction: Any, alpha: float, relative: bool = True, *, la
             weight.copy_(saved)
 
 
-@contextlib.contextmanager
+@_with_only
 def maybe_steer(model: Any, direction: Any, alpha: float, **kw: Any) -> Iterator[SteeringEdit | None]:
     """:func:`steer`, or no edit at all when ``alpha == 0`` (the unedited reference of a sweep)."""
     if alpha == 0:
@@ -483,7 +545,7 @@ def maybe_steer(model: Any, direction: Any, alpha: float, **kw: Any) -> Iterator
 
 
 # -- the activation-addition baseline --------------------------------------------------------------
-@contextlib.contextmanager
+@_with_only
 def activation_addition(model: Any, direction: Any, strength: float, *, layer: int = -1) -> Iterator[np.ndarray]:
     """Add ``strength · u`` to the output of layer ``l``'s output projection, at every token [ours].
 
@@ -499,7 +561,7 @@ def activation_addition(model: Any, direction: Any, strength: float, *, layer: i
         raise InputError(f"strength must be finite, got {strength!r}")
     t = _resolve_layer(model, layer)
     module = model.adapter.output_module(model.blocks[t])
-    u = as_direction(direction, model.d_model).vector
+    u = _target(model, direction).vector
     add = torch.as_tensor(s * u, dtype=module.weight.dtype, device=module.weight.device)
 
     def hook(_m: nn.Module, _args: Any, out: torch.Tensor) -> torch.Tensor:

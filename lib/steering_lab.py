@@ -76,7 +76,7 @@ class Lab:
 
     def head_outputs(self, layer: int) -> list[np.ndarray]:
         """The concatenated head outputs entering block ``layer``'s output projection (cached)."""
-        t = self.model._check_layer(layer)
+        t = self.model.check_layer(layer)
         if t not in self._heads:
             self._heads[t] = steering.head_outputs(self.model, self.texts, t)
         return self._heads[t]
@@ -86,7 +86,7 @@ class Lab:
     def real_states(self, layer: int) -> list[np.ndarray]:
         """Real residual streams ``(L+1, n, d)`` with the model's *current* weights for blocks ``layer..L-1``."""
         m = self.model
-        t0 = m._check_layer(layer)
+        t0 = m.check_layer(layer)
         out = []
         for h in self._real:
             x = h[t0][None].to(dtype=next(m.hf_model.parameters()).dtype)
@@ -104,7 +104,7 @@ class Lab:
         average (:func:`lib.dynamics.simulate`): then every head averages alike, and a layer acts
         through ``F_t`` alone (chapter 5, the V-edit)."""
         m = self.model
-        t0 = m._check_layer(layer)
+        t0 = m.check_layer(layer)
         weights = [m.layer(t).attention for t in range(t0, m.n_layers)]
         return [torch.cat([s[: t0 + 1], dynamics.simulate(weights, s[t0], normalize_input=False,
                                                           attention=attention)[1:]]).numpy()
@@ -127,7 +127,7 @@ class Lab:
     # -- one measurement -------------------------------------------------------------------------
     def projection_outputs(self, layer: int) -> list[np.ndarray]:
         """Unedited outputs of block ``layer``'s output projection (cached; see :func:`steering.projection_outputs`)."""
-        t = self.model._check_layer(layer)
+        t = self.model.check_layer(layer)
         if t not in self._proj:
             self._proj[t] = steering.projection_outputs(self.model, self.texts, t)
         return self._proj[t]
@@ -149,7 +149,7 @@ class Lab:
         alignment per prompt, for :func:`bootstrap_pooled`), and ``text`` (continuation or nearest tokens).
         """
         m = self.model
-        t0 = m._check_layer(layer)
+        t0 = m.check_layer(layer)
         u_dir = steering.as_direction(direction, m.d_model)
         u = u_dir.vector
         res: dict[str, Any] = {}
@@ -234,7 +234,7 @@ def sweep(lab: Lab, directions: Sequence[steering.Direction], alphas: Sequence[f
     scalar = ("spectral_alignment", "gap_ratio", "lambda1_modulus", "c", "strength", "sign_agreement", "final_real",
               "final_simplified", "final_actadd", "rank", "rank_actadd", "prob", "prob_actadd", "top1", "top1_actadd")
     lab.run(directions[0], 0, layer, text=False)  # caches |λ_1(F_l)|
-    radius = lab._radius[lab.model._check_layer(layer)]
+    radius = lab._radius[lab.model.check_layer(layer)]
     for d in directions:
         for ai, a in enumerate(alphas):
             r = lab.run(d, a, layer)
@@ -318,7 +318,7 @@ def tradeoff(lab: Lab, direction: steering.Direction, heldout: Sequence[str], al
     if not lab.has_head or direction.token_id is None:
         raise steering.InputError("tradeoff needs a decoder with an LM head and a word direction (a target token)")
     m = lab.model
-    t0 = m._check_layer(layer)
+    t0 = m.check_layer(layer)
     outs = lab.head_outputs(t0)
     if t0 not in lab._radius:
         lab._radius[t0] = float(spectra.spectral_radius(m.layer(t0).attention.layer_matrix()))

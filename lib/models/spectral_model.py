@@ -131,7 +131,12 @@ class SpectralModel:
         )
 
     # -- weights ---------------------------------------------------------------------------
-    def _check_layer(self, t: int) -> int:
+    def check_layer(self, t: int) -> int:
+        """The 0-based index of layer ``t`` (negative counts from the end, as in Python).
+
+        Raises:
+            InputTypeError: ``t`` is not an int. LayerIndexError: ``t`` is outside ``-L..L-1``.
+        """
         if not isinstance(t, int) or isinstance(t, bool):
             raise InputTypeError(f"layer index must be an int, got {type(t).__name__}")
         if not -self.n_layers <= t < self.n_layers:
@@ -140,7 +145,7 @@ class SpectralModel:
 
     def layer(self, t: int) -> Layer:
         """Block ``t``: its attention weights and a callable running the real block."""
-        t = self._check_layer(t)
+        t = self.check_layer(t)
         weights = self._family.attention_weights(self.blocks[t], t, self.config)
         return Layer(index=t, attention=weights, norm_placement=self._family.norm_placement, _model=self)
 
@@ -176,6 +181,7 @@ class SpectralModel:
         enc = self.tokenizer(text, add_special_tokens=True, return_special_tokens_mask=True)
         ids = enc["input_ids"]
         special = enc["special_tokens_mask"]
+        self._warn_unknown(text, ids)
         limit = self.max_length
         if limit is not None and len(ids) > limit:
             warnings.warn(
@@ -190,6 +196,19 @@ class SpectralModel:
             "tokens": self.tokenizer.convert_ids_to_tokens(ids),
             "special": torch.tensor(special, dtype=torch.bool),
         }
+
+    def _warn_unknown(self, text: str, ids: Sequence[int]) -> None:
+        """Warn, naming the words, when ``text`` has words the vocabulary lacks (they became the unknown token,
+        so the model sees one and the same input for all of them)."""
+        unk = getattr(self.tokenizer, "unk_token_id", None)
+        if unk is None or unk not in ids:
+            return
+        words = [w for w in dict.fromkeys(text.split()) if unk in self.tokenizer(w, add_special_tokens=False)["input_ids"]]
+        shown = ", ".join(repr(w) for w in words[:8]) + (" ..." if len(words) > 8 else "")
+        warnings.warn(f"{ids.count(unk)} token(s) of the text are not in {self.label}'s vocabulary and became "
+                      f"{self.tokenizer.unk_token}: {shown or 'see the text'}. "
+                      + ("The book decoder knows only the words of its grammar: lib.decoder.language.vocabulary()."
+                         if self.label.startswith("book-decoder") else ""), stacklevel=3)
 
     @torch.no_grad()
     def hidden_states_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
