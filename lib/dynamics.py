@@ -270,6 +270,20 @@ def simulate(
     Returns:
         float64 tensor ``(T+1, ..., n, d)``; entry 0 is the (normalized) input, entry t+1 the output
         of layer t.
+
+    Example:
+        With uniform attention every token gets ``F`` times the mean token: the power method, so all
+        tokens end on ``±v₁(F)`` (MiniLM's first layer shared by 200 steps; its ``λ₁`` is real):
+
+        >>> import lib, torch
+        >>> from lib import spectra
+        >>> att = lib.load_model("minilm").layer(0).attention
+        >>> x0 = torch.randn(5, 384, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        >>> X = simulate(att, x0, steps=200, attention="uniform")
+        >>> X.shape
+        torch.Size([201, 5, 384])
+        >>> spectra.alignment(X[-1], spectra.principal(att.layer_matrix()).vector).round(6)
+        array([1., 1., 1., 1., 1.])
     """
     if isinstance(weights, Sequence) and not isinstance(weights, (str, bytes)):
         layers = [_as_weights(w) for w in weights]

@@ -240,6 +240,14 @@ def topk_eig(
 
     Returns:
         :class:`TopK`, on ``A``'s device (a NumPy input is treated as a CPU tensor).
+
+    Example:
+        >>> import numpy as np
+        >>> A = np.diag(np.arange(1.0, 301.0))  # eigenvalues 1, ..., 300
+        >>> A[0, 1] = 7.0                       # non-normal, same eigenvalues
+        >>> r = topk_eig(A, 3)
+        >>> r.eigvals.real.round(decimals=8).tolist(), bool(r.converged.all())
+        ([300.0, 299.0, 298.0], True)
     """
     if method not in ("auto", "krylov", "dense"):
         raise ValueError(f"method must be 'auto', 'krylov' or 'dense', got {method!r}")
