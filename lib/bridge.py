@@ -33,7 +33,7 @@ bases ``(d, k)`` with orthonormal columns, token states as rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,9 @@ import torch
 from lib import jacobian_closed as jc
 from lib import spectra
 from lib.alignment_stats import random_subspaces as random_subspaces_rng
+
+if TYPE_CHECKING:
+    from lib.models import SpectralModel
 
 __all__ = [
     "Decomposition",
@@ -66,7 +69,7 @@ POST_NORM: tuple[str, ...] = ("bert", "albert")
 
 
 # -- the closed form, split at F ---------------------------------------------------------------------
-def layout(model: Any) -> str:
+def layout(model: SpectralModel) -> str:
     """``"post-norm"`` (BERT, ALBERT) or ``"pre-norm"`` (every other family: the skip bypasses all norms)."""
     return "post-norm" if model.family in POST_NORM else "pre-norm"
 
@@ -80,7 +83,7 @@ def reference(model_or_layout: Any, d: int) -> np.ndarray:
 Factors = tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]
 
 
-def _factors(model: Any, t: int, X: torch.Tensor, F: torch.Tensor, b: torch.Tensor) -> Factors:
+def _factors(model: SpectralModel, t: int, X: torch.Tensor, F: torch.Tensor, b: torch.Tensor) -> Factors:
     """``(S, L, R)`` at the rows of ``X`` (model dtype), ``None`` standing for the identity."""
     blk = model.blocks[t]
     fam = model.family
@@ -100,7 +103,7 @@ def _factors(model: Any, t: int, X: torch.Tensor, F: torch.Tensor, b: torch.Tens
     raise NotImplementedError(f"no attention factors for family {fam!r}")  # pragma: no cover
 
 
-def attention_factors(model: Any, t: int, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def attention_factors(model: SpectralModel, t: int, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(S, L, R)`` with ``J_attn(x) = S + L F R`` at every row of ``X`` ``(P, d)`` (module docstring).
 
     Each factor is ``(P, d, d)`` in the model's dtype and device (identities are expanded, not copied).
@@ -135,7 +138,7 @@ class Decomposition:
         return self.J - reference(self.layout, self.J.shape[-1])
 
 
-def decompose(model: Any, t: int, X: Any, *, write: bool = False) -> Decomposition:
+def decompose(model: SpectralModel, t: int, X: Any, *, write: bool = False) -> Decomposition:
     """Block Jacobians of block ``t`` at the rows of ``X`` ``(P, d)`` and their attention-path terms.
 
     ``write=True`` also keeps ``J_mlp L`` (:attr:`Decomposition.write`).

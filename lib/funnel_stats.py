@@ -27,6 +27,8 @@ intervals alone, never from a fixed threshold on a point estimate.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -35,6 +37,9 @@ import pandas as pd
 
 from lib.spectra import TAU_COMPLEX, as_float64
 from lib.parallel import map_matrices
+
+if TYPE_CHECKING:
+    from lib.models import SpectralModel
 
 __all__ = [
     "CONTROLS",
@@ -482,7 +487,7 @@ def metric_frame(runs: dict[tuple[str, str], BootstrapRun], metrics: Sequence[st
     return pd.DataFrame(rows)
 
 
-def input_rescaling(model, X0, Jbar, scales: Sequence[float]) -> pd.DataFrame:
+def input_rescaling(model: SpectralModel, X0, Jbar, scales: Sequence[float]) -> pd.DataFrame:
     """Block 1's Jacobian with its input rescaled: the test of "small input × pre-norm" for a block-1 collapse.
 
     For each ``c`` in ``scales``, block 1's single-token Jacobians are recomputed at ``c · x`` for every

@@ -32,11 +32,15 @@ every family against autodiff of the real modules in float64.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from lib.errors import InputError
+
+if TYPE_CHECKING:
+    from lib.models import SpectralModel
 
 __all__ = ["DiagLowRank", "attention_affine", "block_jacobians", "flops", "norm_jacobian"]
 
@@ -50,7 +54,7 @@ def flops(d: int, d_ff: int, prompts: int = 1, layers: int = 1) -> float:
     return float(prompts * layers * (2 * d * d * d_ff + 2 * d**3))
 
 
-def _param(model) -> torch.Tensor:
+def _param(model: SpectralModel) -> torch.Tensor:
     return next(model.hf_model.parameters())
 
 
@@ -102,7 +106,7 @@ def norm_jacobian(norm: nn.Module, X: torch.Tensor) -> DiagLowRank:
     raise InputError(f"no closed-form Jacobian for a norm of type {name}; use method='autodiff'")
 
 
-def attention_affine(model, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_affine(model: SpectralModel, t: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(F, b)`` of block ``t``'s attention core on a single token, ``n ↦ F n + b`` (module docstring).
 
     Returns ``F = O V`` ``(d, d)`` and ``b = O b_V + b_O`` ``(d,)``, formed in the model's dtype on its
@@ -149,7 +153,7 @@ def _linear(module: nn.Module, conv1d: bool) -> tuple[torch.Tensor, torch.Tensor
     return (W.T.contiguous() if conv1d else W), module.bias
 
 
-def _mlp_core(model, blk: nn.Module, N: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _mlp_core(model: SpectralModel, blk: nn.Module, N: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(C, m)``: the MLP core's Jacobian ``(P, d, d)`` and value ``(P, d)`` at its (normalized) input ``N``."""
     fam = model.family
     if fam in ("llama", "olmo2", "gemma2"):
@@ -190,7 +194,7 @@ def _identity_plus(M: torch.Tensor) -> torch.Tensor:
     return M + torch.eye(M.shape[-1], dtype=M.dtype, device=M.device)
 
 
-def _attn_part(model, blk: nn.Module, F: torch.Tensor, b: torch.Tensor, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _attn_part(model: SpectralModel, blk: nn.Module, F: torch.Tensor, b: torch.Tensor, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(J_attn, u)``: the attention sub-block's Jacobians ``(P, d, d)`` and outputs ``(P, d)`` at ``X``."""
     fam = model.family
     P = X.shape[0]
@@ -213,7 +217,7 @@ def _attn_part(model, blk: nn.Module, F: torch.Tensor, b: torch.Tensor, X: torch
     raise NotImplementedError(f"closed-form attention Jacobian of family {fam!r}")  # pragma: no cover
 
 
-def _mlp_part(model, blk: nn.Module, U: torch.Tensor) -> torch.Tensor:
+def _mlp_part(model: SpectralModel, blk: nn.Module, U: torch.Tensor) -> torch.Tensor:
     """``J_mlp`` ``(P, d, d)`` of the MLP sub-block at the mid-block residuals ``U``."""
     fam = model.family
     if fam in ("bert", "albert"):
@@ -235,7 +239,7 @@ def _mlp_part(model, blk: nn.Module, U: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def block_jacobians(model, t: int, X: torch.Tensor, part: str = "block",
+def block_jacobians(model: SpectralModel, t: int, X: torch.Tensor, part: str = "block",
                     affine: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """Single-token Jacobians of block ``t`` at the rows of ``X`` ``(P, d)`` (model dtype and device).
 

@@ -5,6 +5,8 @@ All eigenvalues come from :mod:`lib.spectra` (float64 LAPACK, the book's orderin
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Sequence
 
 import altair as alt
@@ -16,6 +18,9 @@ from lib import spectra
 from lib.errors import InputError
 from lib.parallel import map_matrices
 from lib.plotting import titled
+
+if TYPE_CHECKING:
+    from lib.models import SpectralModel
 
 __all__ = [
     "TABLE_FORMAT", "LayerSpectra", "ginibre_product_inner_fraction", "inner_fraction", "layer_spectra",
@@ -107,7 +112,7 @@ def ginibre_product_inner_fraction(m: int, r: float = 0.5) -> float:
     return float(r ** (2 / m))
 
 
-def layer_spectra(model) -> LayerSpectra:
+def layer_spectra(model: SpectralModel) -> LayerSpectra:
     """:class:`LayerSpectra` of a loaded :class:`lib.models.SpectralModel`."""
     return LayerSpectra(model.layer_matrices(), model.label)
 

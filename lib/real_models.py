@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -46,6 +46,9 @@ from lib.alignment_stats import EigenBases, TokenStates
 from lib.errors import RealModelRunError
 from lib.layer_spectra import summary_table
 from lib.power import fitted_ratio
+
+if TYPE_CHECKING:
+    from lib.models import SpectralModel
 
 __all__ = [
     "ALBERT_SIZES",
@@ -179,12 +182,12 @@ def random_albert(size: str, seed: int = 0) -> lib.SpectralModel:
 
 
 # -- spectra ------------------------------------------------------------------------------------------
-def is_shared(model: Any) -> bool:
+def is_shared(model: SpectralModel) -> bool:
     """Whether every layer runs the same block (ALBERT v2: one shared layer)."""
     return len({id(b) for b in model.blocks}) == 1
 
 
-def unique_layer_matrices(model: Any) -> torch.Tensor:
+def unique_layer_matrices(model: SpectralModel) -> torch.Tensor:
     """``F_t`` of every *distinct* block: ``(1, d, d)`` for a shared-weight model, else ``(L, d, d)``."""
     return model.layer(0).attention.layer_matrix()[None] if is_shared(model) else model.layer_matrices()
 
@@ -227,7 +230,7 @@ def short_label(label: str) -> str:
 
 
 # -- token trajectories ---------------------------------------------------------------------------------
-def prompt_states(model: Any, texts: Sequence[str]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def prompt_states(model: SpectralModel, texts: Sequence[str]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Real forward passes: the residual stream ``(L+1, n_p, d)`` float64 and the special-token mask of each text."""
     specials = [model.encode(t)["special"] for t in texts]
     return model.hidden_states(list(texts), progress=False), specials

@@ -63,7 +63,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -71,6 +71,9 @@ from torch import nn
 
 from lib import dynamics, spectra
 from lib.errors import InputError
+
+if TYPE_CHECKING:
+    from lib.models import SpectralModel
 
 __all__ = [
     "ALPHA_SWEEP",
@@ -168,7 +171,7 @@ def _with_only(fn: Callable[..., Iterator[Any]]) -> Callable[..., _WithOnly]:
     return wrapper
 
 
-def _target(model: Any, direction: Any) -> Direction:
+def _target(model: SpectralModel, direction: Any) -> Direction:
     """The unit target of an edit: a :class:`Direction`, any vector of length ``d``, or one vocabulary word
     (:func:`word_direction`)."""
     if isinstance(direction, str):
@@ -224,13 +227,13 @@ def as_direction(direction: Any, d: int | None = None, label: str = "vector") ->
     return Direction(u / norm, label, kind, tok)
 
 
-def _vocab(model: Any) -> dict[str, int]:
+def _vocab(model: SpectralModel) -> dict[str, int]:
     if model.tokenizer is None:
         raise InputError(f"{model.label} has no tokenizer, so words cannot be looked up; pass a vector instead")
     return model.tokenizer.get_vocab()
 
 
-def _token_id(model: Any, word: str) -> int:
+def _token_id(model: SpectralModel, word: str) -> int:
     """The id of ``word`` as one token of the model's vocabulary, or an error naming close matches."""
     if not isinstance(word, str) or not word.strip():
         raise InputError(f"a word must be a non-empty string, got {word!r}")
@@ -246,16 +249,16 @@ def _token_id(model: Any, word: str) -> int:
     raise InputError(f"'{word}' is not a single token of {model.label}'s vocabulary{split}; {hint}.")
 
 
-def _input_embeddings(model: Any) -> torch.Tensor:
+def _input_embeddings(model: SpectralModel) -> torch.Tensor:
     return model.hf_model.get_input_embeddings().weight
 
 
-def _output_embeddings(model: Any) -> torch.Tensor | None:
+def _output_embeddings(model: SpectralModel) -> torch.Tensor | None:
     head = model.hf_model.get_output_embeddings() if hasattr(model.hf_model, "get_output_embeddings") else None
     return None if head is None else head.weight
 
 
-def word_direction(model: Any, word: str, space: str = "auto") -> Direction:
+def word_direction(model: SpectralModel, word: str, space: str = "auto") -> Direction:
     """The direction of one vocabulary word.
 
     Args:
@@ -288,13 +291,13 @@ def word_direction(model: Any, word: str, space: str = "auto") -> Direction:
     return Direction(as_direction(row).vector, f"word: {word}", "word", k)
 
 
-def difference_direction(model: Any, word_a: str, word_b: str, space: str = "auto") -> Direction:
+def difference_direction(model: SpectralModel, word_a: str, word_b: str, space: str = "auto") -> Direction:
     """``u ∝ e(word_a) − e(word_b)`` (embeddings as in :func:`word_direction`); the target token is ``word_a``."""
     a, b = word_direction(model, word_a, space), word_direction(model, word_b, space)
     return Direction(as_direction(a.vector - b.vector).vector, f"{word_a} − {word_b}", "difference", a.token_id)
 
 
-def _mean_final_state(model: Any, prompts: Sequence[str]) -> np.ndarray:
+def _mean_final_state(model: SpectralModel, prompts: Sequence[str]) -> np.ndarray:
     """Mean over prompts of the mean final residual state over each prompt's non-special tokens."""
     if isinstance(prompts, str) or not prompts:
         raise InputError("prompts must be a non-empty list of strings")
@@ -307,7 +310,7 @@ def _mean_final_state(model: Any, prompts: Sequence[str]) -> np.ndarray:
     return np.mean(means, axis=0)
 
 
-def concept_direction(model: Any, prompts: Sequence[str], contrast: Sequence[str] | None = None,
+def concept_direction(model: SpectralModel, prompts: Sequence[str], contrast: Sequence[str] | None = None,
                       label: str = "concept") -> Direction:
     """A concept: the mean final hidden state of ``prompts`` (minus that of ``contrast``, if given).
 
@@ -397,11 +400,11 @@ def _check_alpha(alpha: Any) -> float:
     return a
 
 
-def _resolve_layer(model: Any, layer: int) -> int:
+def _resolve_layer(model: SpectralModel, layer: int) -> int:
     return model.check_layer(layer)
 
 
-def _is_shared(model: Any, t: int) -> bool:
+def _is_shared(model: SpectralModel, t: int) -> bool:
     block = model.blocks[t]
     return sum(b is block for b in model.blocks) > 1
 
@@ -414,7 +417,7 @@ def grouped_output(att: Any) -> np.ndarray:
     return O.reshape(d, n_kv, H // n_kv, dh).sum(axis=2).reshape(d, n_kv * dh)
 
 
-def _edited_module(model: Any, t: int, matrix: str) -> nn.Module:
+def _edited_module(model: SpectralModel, t: int, matrix: str) -> nn.Module:
     block = model.blocks[t]
     return model.adapter.output_module(block) if matrix == "O" else model.adapter.value_module(block)
 
@@ -442,7 +445,7 @@ def _weight_delta(module: nn.Module, family: str, edit: SteeringEdit) -> torch.T
     return torch.as_tensor(D, dtype=weight.dtype, device=weight.device)
 
 
-def prepare_edit(model: Any, direction: Any, alpha: float, *, relative: bool = True, layer: int = -1,
+def prepare_edit(model: SpectralModel, direction: Any, alpha: float, *, relative: bool = True, layer: int = -1,
                  allow_shared: bool = False, w: Any = None, radius: float | None = None,
                  matrix: str = "O") -> SteeringEdit:
     """Compute the edit :func:`steer` would apply, without touching the model (arguments as there)."""
@@ -457,7 +460,6 @@ def prepare_edit(model: Any, direction: Any, alpha: float, *, relative: bool = T
             "matrix edits every layer. Pass allow_shared=True to edit the shared layer (F' then holds at every depth)."
         )
     att = model.layer(t).attention
-    d = att.d_model
     u_dir = _target(model, direction)
     u = u_dir.vector
     # O-edit: F' = F + α u (Vᵀw)ᵀ, w solves Vᵀw = u.  V-edit: F' = F + α (O_grp b) uᵀ, b solves O_grp b = u.
@@ -482,7 +484,7 @@ def prepare_edit(model: Any, direction: Any, alpha: float, *, relative: bool = T
 
 
 @_with_only
-def steer(model: Any, direction: Any, alpha: float, relative: bool = True, *, layer: int = -1,
+def steer(model: SpectralModel, direction: Any, alpha: float, relative: bool = True, *, layer: int = -1,
           allow_shared: bool = False, w: Any = None, radius: float | None = None,
           matrix: str = "O") -> Iterator[SteeringEdit]:
     """Edit ``O_l ← O_l + α u wᵀ`` in place for the duration of a ``with`` block; restore it exactly after.
@@ -535,7 +537,7 @@ def steer(model: Any, direction: Any, alpha: float, relative: bool = True, *, la
 
 
 @_with_only
-def maybe_steer(model: Any, direction: Any, alpha: float, **kw: Any) -> Iterator[SteeringEdit | None]:
+def maybe_steer(model: SpectralModel, direction: Any, alpha: float, **kw: Any) -> Iterator[SteeringEdit | None]:
     """:func:`steer`, or no edit at all when ``alpha == 0`` (the unedited reference of a sweep)."""
     if alpha == 0:
         yield None
@@ -546,7 +548,7 @@ def maybe_steer(model: Any, direction: Any, alpha: float, **kw: Any) -> Iterator
 
 # -- the activation-addition baseline --------------------------------------------------------------
 @_with_only
-def activation_addition(model: Any, direction: Any, strength: float, *, layer: int = -1) -> Iterator[np.ndarray]:
+def activation_addition(model: SpectralModel, direction: Any, strength: float, *, layer: int = -1) -> Iterator[np.ndarray]:
     """Add ``strength · u`` to the output of layer ``l``'s output projection, at every token [ours].
 
     This is activation addition at the site of the eigen-edit: the eigen-edit adds
@@ -575,7 +577,7 @@ def activation_addition(model: Any, direction: Any, strength: float, *, layer: i
 
 
 @torch.no_grad()
-def _around_output_projection(model: Any, texts: Sequence[str], layer: int, side: str) -> list[np.ndarray]:
+def _around_output_projection(model: SpectralModel, texts: Sequence[str], layer: int, side: str) -> list[np.ndarray]:
     """What enters (``side="in"``) or leaves (``"out"``) layer ``l``'s output projection, per text (float64)."""
     t = _resolve_layer(model, layer)
     module = model.adapter.output_module(model.blocks[t])
@@ -603,7 +605,7 @@ def _around_output_projection(model: Any, texts: Sequence[str], layer: int, side
     return out
 
 
-def head_outputs(model: Any, texts: Sequence[str], layer: int = -1) -> list[np.ndarray]:
+def head_outputs(model: SpectralModel, texts: Sequence[str], layer: int = -1) -> list[np.ndarray]:
     """The input of layer ``l``'s output projection (the concatenated head outputs ``o_i``), per text.
 
     Returns one float64 ``(n, H·d_h)`` array per text (unchanged by an O-edit, changed by a V-edit).
@@ -611,7 +613,7 @@ def head_outputs(model: Any, texts: Sequence[str], layer: int = -1) -> list[np.n
     return _around_output_projection(model, texts, layer, "in")
 
 
-def projection_outputs(model: Any, texts: Sequence[str], layer: int = -1) -> list[np.ndarray]:
+def projection_outputs(model: SpectralModel, texts: Sequence[str], layer: int = -1) -> list[np.ndarray]:
     """The output of layer ``l``'s output projection (``O o_i + b_O``, before any residual), per text.
 
     Returns one float64 ``(n, d)`` array per text, with the model's *current* weights, so that the
@@ -739,7 +741,7 @@ def spectral_report(F: Any, u: Any) -> dict[str, float]:
     }
 
 
-def simplified_alignment(model: Any, states0: Sequence[np.ndarray], u: Any) -> np.ndarray:
+def simplified_alignment(model: SpectralModel, states0: Sequence[np.ndarray], u: Any) -> np.ndarray:
     """Mean ``a(x_i(t), u)`` at every depth t = 0..L of the simplified FFN-free model (L2 norm, no
     residual, live weights, so an active edit is included), started from each text's embedding output.
 
@@ -753,7 +755,7 @@ def simplified_alignment(model: Any, states0: Sequence[np.ndarray], u: Any) -> n
     return np.concatenate(per, axis=1).mean(1)
 
 
-def real_alignment(model: Any, texts: Sequence[str], u: Any) -> np.ndarray:
+def real_alignment(model: SpectralModel, texts: Sequence[str], u: Any) -> np.ndarray:
     """Mean ``a(x_i(t), u)`` over all tokens, at every depth t = 0..L of the real forward pass (residual
     stream, the last entry before any final norm). float64 ``(L+1,)``."""
     hs = model.hidden_states(list(texts), progress=False)
@@ -761,7 +763,7 @@ def real_alignment(model: Any, texts: Sequence[str], u: Any) -> np.ndarray:
 
 
 @torch.no_grad()
-def target_report(model: Any, texts: Sequence[str], token_id: int) -> dict[str, float]:
+def target_report(model: SpectralModel, texts: Sequence[str], token_id: int) -> dict[str, float]:
     """Rank (1 = top) and probability of ``token_id`` as the next token after each text (last position),
     averaged over texts; needs a model loaded ``with_lm_head=True``."""
     if _output_embeddings(model) is None:
@@ -777,13 +779,13 @@ def target_report(model: Any, texts: Sequence[str], token_id: int) -> dict[str, 
     return {"rank": float(np.mean(ranks)), "median_rank": float(np.median(ranks)), "prob": float(np.mean(probs))}
 
 
-def unit_embeddings(model: Any) -> np.ndarray:
+def unit_embeddings(model: SpectralModel) -> np.ndarray:
     """The input-embedding rows scaled to unit norm, float64 ``(vocab, d)``."""
     E = spectra.as_float64(_input_embeddings(model))
     return E / np.linalg.norm(E, axis=1, keepdims=True)
 
 
-def nearest_tokens(model: Any, X: Any, k: int = 5, E: np.ndarray | None = None) -> list[list[str]]:
+def nearest_tokens(model: SpectralModel, X: Any, k: int = 5, E: np.ndarray | None = None) -> list[list[str]]:
     """The ``k`` vocabulary tokens whose input embeddings have the largest cosine with each row of ``X``
     (``E``: :func:`unit_embeddings`, if already computed)."""
     E = unit_embeddings(model) if E is None else E

@@ -23,7 +23,7 @@ import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import altair as alt
 import numpy as np
@@ -32,6 +32,9 @@ import torch
 
 from lib import dynamics, spectra, steering
 from lib.plotting import titled
+
+if TYPE_CHECKING:
+    from lib.models import SpectralModel
 
 __all__ = ["ALPHAS", "Lab", "bootstrap_pooled", "fluency", "static_lab", "summary_chart", "sweep",
            "matched_success", "text_losses", "tradeoff", "tradeoff_chart", "widget_lab"]
@@ -278,7 +281,7 @@ def bootstrap_pooled(sums: Any, counts: Any = None, *, n_boot: int = 2000, level
 
 
 @torch.no_grad()
-def text_losses(model: Any, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+def text_losses(model: SpectralModel, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Per text: the summed next-token cross-entropy (nats) and the number of predicted tokens,
     float64 ``(P,)`` each (``exp(Σ sums / Σ counts)`` is the perplexity of ``heldout_loss``).
 
@@ -485,7 +488,7 @@ def _panels(curves: pd.DataFrame, eigs: pd.DataFrame, texts: pd.DataFrame, *, wh
     return alt.vconcat(alt.hconcat(left, right), text)
 
 
-def static_lab(grid: dict[str, pd.DataFrame], *, model: Any, alphas: Sequence[float] = ALPHAS) -> alt.TopLevelMixin:
+def static_lab(grid: dict[str, pd.DataFrame], *, model: SpectralModel, alphas: Sequence[float] = ALPHAS) -> alt.TopLevelMixin:
     """Kernel-free explorer: α and direction sliders (Vega parameters) over a :func:`sweep` grid."""
     labels = list(dict.fromkeys(grid["summary"]["direction"]))
     ai = alt.param(name="ai", value=min(4, len(alphas) - 1),

@@ -386,8 +386,6 @@ def topk_eig(
 
 def _finish(A64, fro, lams, Ys, Zs, k, converged, matvecs, cycles) -> TopK:
     """Ritz vectors, normalization, explicit float64 residuals, real Schur bases."""
-    L, d = A64.shape[0], A64.shape[-1]
-    device = A64.device
     Y = torch.stack(Ys)  # (L, p, k)
     Z = torch.stack(Zs)  # (L, d, p)
     X = torch.complex(Z @ Y.real, Z @ Y.imag)
