@@ -63,7 +63,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -79,6 +79,8 @@ __all__ = [
     "ALPHA_SWEEP",
     "GEMMA2_ATTENTION",
     "MATRICES",
+    "Matrix",
+    "Space",
     "Direction",
     "SteeringEdit",
     "activation_addition",
@@ -118,7 +120,11 @@ GEMMA2_ATTENTION: dict[str, tuple[int, int, int, int]] = {
 """``(d, H, n_kv, d_h)`` of the Gemma-2 checkpoints' configs (``hidden_size``, ``num_attention_heads``,
 ``num_key_value_heads``, ``head_dim``): the expanded ``V_L`` has rank at most ``n_kv·d_h < d`` in each."""
 
-MATRICES: tuple[str, ...] = ("O", "V")
+Matrix = Literal["O", "V"]
+"""Which matrix an edit changes: the output matrix (the paper's edit) or the value matrix (the control)."""
+Space = Literal["auto", "input", "output"]
+"""Where a word's direction is read: input embeddings, the unembedding, or whichever the model has."""
+MATRICES: tuple[Matrix, ...] = ("O", "V")
 """Which weight :func:`steer` edits: the output matrix (the paper's edit) or the value matrix (a control)."""
 
 @contextlib.contextmanager
@@ -258,7 +264,7 @@ def _output_embeddings(model: SpectralModel) -> torch.Tensor | None:
     return None if head is None else head.weight
 
 
-def word_direction(model: SpectralModel, word: str, space: str = "auto") -> Direction:
+def word_direction(model: SpectralModel, word: str, space: Space = "auto") -> Direction:
     """The direction of one vocabulary word.
 
     Args:
@@ -291,7 +297,7 @@ def word_direction(model: SpectralModel, word: str, space: str = "auto") -> Dire
     return Direction(as_direction(row).vector, f"word: {word}", "word", k)
 
 
-def difference_direction(model: SpectralModel, word_a: str, word_b: str, space: str = "auto") -> Direction:
+def difference_direction(model: SpectralModel, word_a: str, word_b: str, space: Space = "auto") -> Direction:
     """``u ∝ e(word_a) − e(word_b)`` (embeddings as in :func:`word_direction`); the target token is ``word_a``."""
     a, b = word_direction(model, word_a, space), word_direction(model, word_b, space)
     return Direction(as_direction(a.vector - b.vector).vector, f"{word_a} − {word_b}", "difference", a.token_id)
@@ -377,7 +383,7 @@ class SteeringEdit:
     method: str
     radius: float
     shared: bool
-    matrix: str
+    matrix: Matrix
     y: np.ndarray
 
     def __repr__(self) -> str:
@@ -417,7 +423,7 @@ def grouped_output(att: Any) -> np.ndarray:
     return O.reshape(d, n_kv, H // n_kv, dh).sum(axis=2).reshape(d, n_kv * dh)
 
 
-def _edited_module(model: SpectralModel, t: int, matrix: str) -> nn.Module:
+def _edited_module(model: SpectralModel, t: int, matrix: Matrix) -> nn.Module:
     block = model.blocks[t]
     return model.adapter.output_module(block) if matrix == "O" else model.adapter.value_module(block)
 
@@ -447,7 +453,7 @@ def _weight_delta(module: nn.Module, family: str, edit: SteeringEdit) -> torch.T
 
 def prepare_edit(model: SpectralModel, direction: Any, alpha: float, *, relative: bool = True, layer: int = -1,
                  allow_shared: bool = False, w: Any = None, radius: float | None = None,
-                 matrix: str = "O") -> SteeringEdit:
+                 matrix: Matrix = "O") -> SteeringEdit:
     """Compute the edit :func:`steer` would apply, without touching the model (arguments as there)."""
     a = _check_alpha(alpha)
     if matrix not in MATRICES:
@@ -486,7 +492,7 @@ def prepare_edit(model: SpectralModel, direction: Any, alpha: float, *, relative
 @_with_only
 def steer(model: SpectralModel, direction: Any, alpha: float, relative: bool = True, *, layer: int = -1,
           allow_shared: bool = False, w: Any = None, radius: float | None = None,
-          matrix: str = "O") -> Iterator[SteeringEdit]:
+          matrix: Matrix = "O") -> Iterator[SteeringEdit]:
     """Edit ``O_l ← O_l + α u wᵀ`` in place for the duration of a ``with`` block; restore it exactly after.
 
     Args:
