@@ -22,6 +22,7 @@ import torch
 from lib import alignment_stats as als
 from lib import bridge as br
 from lib import jacobian as jac
+from lib import jacobian_context as jcx
 from lib import nonnormal as nn
 from lib import spectra, steering
 from lib.cumulative import erank_from_singular_values
@@ -216,13 +217,18 @@ def in_context_stack(model: Any, states: Sequence[Any], positions: Sequence[int]
         states: per sequence, its residual stream ``(L+1, n, d)`` (:meth:`hidden_states`).
         positions: per sequence, the position ``T``.
     Returns:
-        float64 ``(L, len(states), d, d)`` (:func:`lib.jacobian.in_context_jacobian` for each block).
+        float64 ``(L, len(states), d, d)``: per block, all sequences at once in closed form
+        (:func:`lib.jacobian_context.in_context_jacobians_closed`), or, for a model without one, autodiff
+        (:func:`lib.jacobian.in_context_jacobian`) sequence by sequence.
     """
     L, d = model.n_layers, model.d_model
     out = np.zeros((L, len(states), d, d))
-    for p, (H, T) in enumerate(zip(states, positions)):
-        for t in range(L):
-            out[t, p] = jac.in_context_jacobian(model, t, H[t], T).cpu().numpy()
+    for t in range(L):
+        if jcx.supports(model):
+            out[t] = jcx.in_context_jacobians_closed(model, t, [H[t] for H in states], positions).cpu().numpy()
+        else:
+            for p, (H, T) in enumerate(zip(states, positions)):
+                out[t, p] = jac.in_context_jacobian(model, t, H[t], T, method="autodiff").cpu().numpy()
     return out
 
 
@@ -257,9 +263,20 @@ def context_table(views: ModelViews, J_ctx: np.ndarray, k: int = 8) -> pd.DataFr
                      "fC_single": nn.complex_fraction(ls), "fC_ctx": nn.complex_fraction(lc),
                      "theta_single": theta["single"], "theta_ctx": theta["ctx"]})
     out = pd.DataFrame(rows)
-    out.attrs["erank_single"] = float(nn.cumulative_product(J_single.mean(1)).erank[-1])
-    out.attrs["erank_ctx"] = float(nn.cumulative_product(J_ctx.mean(1)).erank[-1])
+    out.attrs["erank_single"] = _funnel_erank(J_single.mean(1))
+    out.attrs["erank_ctx"] = _funnel_erank(J_ctx.mean(1))
     return out
+
+
+def _funnel_erank(Js: np.ndarray) -> float:
+    """Effective rank of the whole funnel ``J_{L−1} ⋯ J_0`` of ``Js`` ``(L, d, d)``: the last entry of
+    :func:`lib.nonnormal.cumulative_product` (no truncation), rescaled to unit Frobenius norm at every step
+    as there, with one singular-value decomposition (values only) at the end instead of one per step."""
+    P = np.eye(Js.shape[-1])
+    for J in Js:
+        P = J @ P
+        P /= np.linalg.norm(P)
+    return nn.effective_rank(P)
 
 
 @contextlib.contextmanager
@@ -314,6 +331,17 @@ def perturbation_errors(model: Any, t: int, H: Any, T: int, eps: Sequence[float]
 
 
 # -- result 6: steering through both lenses -----------------------------------------------------------------------
+def _resampled_norms(A: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """``‖Σ_p W[b, p] A_p‖_F`` for every resample ``b``: ``A`` ``(P, d, d)``, ``W`` ``(B, P)`` → ``(B,)``.
+
+    The squared norm of a weighted mean is ``wᵀ G w`` with the ``P × P`` Gram matrix ``G = A Aᵀ`` of the
+    flattened ``A_p`` (as :func:`lib.bridge.bootstrap_share`): ``O(P² d²)`` once, then ``O(P²)`` per
+    resample, instead of forming the ``B`` means.
+    """
+    flat = A.reshape(A.shape[0], -1)
+    return np.sqrt(np.maximum(np.einsum("bp,pq,bq->b", W, flat @ flat.T, W), 0.0))
+
+
 def steering_views(model: Any, u: Any, alphas: Sequence[float], texts: Sequence[str]) -> pd.DataFrame:
     """:func:`steering_views_at` on ``texts`` (one forward pass each, before any edit)."""
     X, states = jac.residual_inputs(model, texts)
@@ -368,8 +396,8 @@ def steering_views_at(model: Any, u: Any, alphas: Sequence[float], X_last: Any, 
         Wu_p = dec.write @ u  # (P, d): per prompt, where the block writes a push along u
         Wu = np.vstack([Wu_p.mean(0), W @ Wu_p])  # row 0: all prompts; then one row per resample
         write = np.abs(Wu @ u) / np.linalg.norm(Wu, axis=1)
-        share = (np.linalg.norm(np.vstack([dec.J_F.mean(0).reshape(1, -1), W @ dec.J_F.reshape(P, -1)]), axis=1)
-                 / np.linalg.norm(np.vstack([Ubar.reshape(1, -1), W @ dec.update.reshape(P, -1)]), axis=1))
+        Wm = np.vstack([np.full(P, 1.0 / P), W])  # row 0: all prompts; then one row per resample
+        share = _resampled_norms(dec.J_F, Wm) / _resampled_norms(dec.update, Wm)
         sums = np.array([np.sum(np.abs(o @ u) / np.linalg.norm(o, axis=1)) for o in outs])  # per prompt
         counts = np.array([len(o) for o in outs], dtype=np.float64)
         tokens = np.concatenate([[sums.sum() / counts.sum()], (W @ sums) / (W @ counts)])  # pooled over tokens

@@ -5,7 +5,7 @@ Protocols:
 * **single-token** (the paper's, [secondary] detail): ``J_l = ∂f_l(x)/∂x`` at the last token's
   residual ``x = h_l[T]``, with block ``l`` run on a length-1 sequence (no cache, position 0);
 * **in-context** [ours]: the diagonal block ``∂h_{l+1}[T]/∂h_l[T]`` of the real sequence, the other
-  positions held fixed;
+  positions held fixed (closed form in :mod:`lib.jacobian_context`, autodiff as the fallback);
 * **sub-blocks** [ours]: the attention sub-block ``x ↦ u`` and the MLP sub-block ``u ↦ f`` separately,
   with ``J_l = J_mlp(u) J_attn(x)`` (the chain rule; tested).
 
@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from lib.progress import progress as progress_bar
 
-from lib import jacobian_closed
+from lib import jacobian_closed, jacobian_context
 from lib.errors import InputError
 from lib.memory import require
 
@@ -278,17 +278,30 @@ def _mlp_at_row(model, t: int, T: int) -> Iterator[None]:
         hook.remove()
 
 
-def in_context_jacobian(model, t: int, H, T: int | None = None) -> torch.Tensor:
+def in_context_jacobian(model, t: int, H, T: int | None = None, *, method: str | None = None) -> torch.Tensor:
     """In-context diagonal block ``∂h_{t+1}[T] / ∂h_t[T]`` (other positions fixed): float64 ``(d, d)``.
 
-    Autodiff (``d`` vectorised backward passes) of the real block on the whole sequence, with the MLP
-    run at position ``T`` only (:data:`_MLP_INPUT_MODULE`): attention is the only part that mixes positions,
-    and the MLP is most of a block's cost, so this is ~3× cheaper than the plain block for BERT-sized MLPs.
+    ``method="closed"`` (the default where :func:`lib.jacobian_context.supports` the model: every family
+    of :mod:`lib.models.families` but BERT-style checkpoints with relative position embeddings):
+    :func:`lib.jacobian_context.in_context_jacobian_closed`, the attention core's Jacobian at ``T`` (query
+    path, and the key and value paths of ``T`` itself) composed with the norms, skips and MLP in closed
+    form. ``method="autodiff"`` (the default otherwise): ``d`` vectorised backward passes of the real block
+    on the whole sequence, with the MLP run at position ``T`` only (:data:`_MLP_INPUT_MODULE`; attention is
+    the only part that mixes positions). The two agree to roundoff (tested on every family).
 
     Args:
         H: the input of block ``t`` for one sequence, ``(n, d)``.
         T: the position (default: the last).
+        method: ``"closed"``, ``"autodiff"`` or ``None`` (closed where supported, else autodiff).
+    Raises:
+        InputError: an unknown method, or ``"closed"`` for a model without a closed form.
     """
+    if method is None:
+        method = "closed" if jacobian_context.supports(model) else "autodiff"
+    if method not in METHODS:
+        raise InputError(f"method must be one of {METHODS}, got {method!r}")
+    if method == "closed":
+        return jacobian_context.in_context_jacobian_closed(model, t, H, T)
     p = _param(model)
     H = torch.as_tensor(H).to(device=p.device, dtype=p.dtype)
     n = H.shape[0]
