@@ -1,0 +1,350 @@
+"""The chapters as a student reads them in JupyterLab, in headless Chromium (Debian's, never a downloaded one).
+
+JupyterLab is started from ``.venv`` on a free loopback port, serving a copy of ``book/`` (so that the lab's
+autosave never rewrites a chapter file; ``lib`` is importable there because ``make`` installs it editable).
+Each chapter is opened the way the README tells a student (right-click → *Open With → Notebook*; jupytext's
+contents manager reads the ``.md`` as a notebook), run with *Run → Run All Cells*, and then checked:
+
+* every code cell ran, none printed an error, and none is still running after :data:`RUN_LIMIT_S`;
+* every ``{eval}`` of the prose was evaluated without error and its value shows in the rendered cell;
+* jupyterlab-myst rendered every markdown cell: the cells use only roles and directives it renders (it
+  shows an unknown role such as ``{glue:text}`` as its bare content), and no raw MyST (``{eval}``, ``:::``,
+  ``:class:``, a ``(label)=`` target, ...) is visible;
+* every written solution is collapsed (it takes a click to see it), and one click opens it;
+* the ipywidgets panels of chapters 1 and 5 render.
+
+Two chapters run side by side (each in its own lab workspace and kernel). Screenshots of each chapter's
+top, of an opened solution and of the widget panels go to ``test-artifacts/lab/``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, require_chromium
+
+from tools.site_browser import CHROMIUM, CHROMIUM_ARGS
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+ARTIFACTS = ROOT / "test-artifacts" / "lab"
+CHAPTERS = sorted(p.stem for p in (ROOT / "book").glob("[0-9][0-9]_*.md"))
+#: chapters whose ipywidgets panel must render (their ``widget_*`` cell runs in the lab)
+WIDGET_CHAPTERS = {"01_power_method", "05_steering_lab"}
+#: seconds a chapter's Run All may take in the lab before a still-running cell fails it
+RUN_LIMIT_S = 420
+PARALLEL = 2
+#: the lab's user settings for the test: every cell in the DOM (the default windowing keeps off-screen
+#: cells out of it, so the page could not be searched), and no news prompt over the notebook
+LAB_SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker": '{"windowingMode": "none"}',
+    "@jupyterlab/apputils-extension/notification": '{"fetchNews": "false"}',
+}
+#: raw MyST a rendered markdown cell must not show (math is removed before the search)
+RAW_MYST = re.compile(
+    r"\{(?:eval|glue[a-z:]*|admonition|dropdown|code-cell|figure|prf:[a-z]+|numref|ref|doc|cite|math|"
+    r"note|tip|important|warning|list-table|table)\}|^:::|^```|:class:|:label:|^\([\w-]+\)=\s*$",
+    re.M,
+)
+
+#: roles and directives jupyterlab-myst renders (seen in the screenshots; ``{cite}`` shows the BibTeX key,
+#: the lab having no bibliography)
+LAB_ROLES = {"eval", "cite", "ref", "numref", "doc", "prf:ref", "math", "sub", "sup", "abbr", "term"}
+LAB_DIRECTIVES = {"admonition", "note", "tip", "important", "warning", "dropdown", "figure", "math", "list-table",
+                  "prf:proposition", "prf:lemma", "prf:theorem", "prf:definition", "prf:proof"}
+
+_STATE_JS = """() => {
+  const cells = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')];
+  const code = cells.filter(c => c.classList.contains('jp-CodeCell'));
+  const prompts = code.map(c => (c.querySelector('.jp-InputArea-prompt') || {}).textContent || '');
+  return {n_code: code.length, n_cells: cells.length,
+          running: prompts.map((p, i) => p.includes('*') ? i : -1).filter(i => i >= 0),
+          done: prompts.filter(p => /\\[\\d+\\]/.test(p)).length};
+}"""
+
+# text of each rendered markdown cell, math left out: as the reader sees it (closed <details> left out
+# too), and in full (every <details> opened)
+_MARKDOWN_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell')]
+  .map(cell => {
+    const text = (opened) => {
+      const copy = cell.cloneNode(true);
+      copy.querySelectorAll('.jp-Toolbar, .jp-InputPrompt, .jp-Editor, .jp-CodeMirrorEditor, .jp-CellHeader, .jp-CellFooter')
+        .forEach(m => m.remove());
+      copy.querySelectorAll('.katex, mjx-container, math, .math, [class*="math"]').forEach(m => m.remove());
+      copy.querySelectorAll('details').forEach(d => { if (opened) d.open = true; });
+      copy.style.position = 'absolute'; copy.style.left = '-99999px';
+      document.body.appendChild(copy);
+      const t = copy.innerText;
+      copy.remove();
+      return t;
+    };
+    return {visible: text(false), full: text(true)};
+  })"""
+
+_ERRORS_JS = """() => {
+  const root = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+  const outs = [...root.querySelectorAll('.jp-OutputArea-output')].map(o => o.innerText)
+    .filter(t => /Traceback \\(most recent call last\\)|Error in callback|^\\w+(Error|Exception)\\b/m.test(t));
+  const inline = [...root.querySelectorAll('.jp-MarkdownCell [data-mime-type="application/vnd.jupyter.stderr"]')]
+    .map(e => 'inline expression: ' + e.innerText);
+  return outs.concat(inline).map(t => t.slice(0, 400));
+}"""
+
+# the notebook model: each markdown cell's source and the {eval} results jupyterlab-myst stored in its metadata
+_MODEL_JS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  return panel.content.model.sharedModel.cells.filter(c => c.cell_type === 'markdown').map(c => ({
+    source: c.source, expressions: (c.getMetadata('user_expressions') || []).map(e => ({
+      expression: e.expression, status: e.result.status,
+      text: e.result.status === 'ok' ? ((e.result.data || {})['text/plain'] || '') : `${e.result.ename}: ${e.result.evalue}`}))}));
+}"""
+
+_KERNEL_JS = """() => {
+  const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const kernel = panel && panel.sessionContext && panel.sessionContext.session && panel.sessionContext.session.kernel;
+  return kernel ? `${kernel.name}:${kernel.status}` : '';
+}"""
+
+# solutions: jupyterlab-myst renders an admonition with class `dropdown` as <details>
+_SOLUTIONS_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell details')]
+  .filter(d => /^\\s*Solution/.test((d.querySelector('summary') || {}).innerText || ''))
+  .map(d => ({open: d.open,
+              visible: [...d.children].filter(c => c.tagName !== 'SUMMARY').some(c => c.checkVisibility())}))"""
+
+_WIDGETS_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output')]
+  .filter(o => o.querySelector('.jupyter-widgets, .widget-box, .jp-OutputArea-output .widget-slider'))
+  .map(o => ({w: o.getBoundingClientRect().width, h: o.getBoundingClientRect().height,
+              n_controls: o.querySelectorAll('.widget-slider, .widget-dropdown, .widget-toggle-buttons, .widget-button, input, select').length,
+              text: o.innerText.slice(0, 200)}))"""
+
+
+@dataclass
+class ChapterRun:
+    """What one chapter showed in the lab after Run All."""
+
+    name: str
+    seconds: float = 0.0
+    opened: bool = False
+    n_code: int = 0
+    still_running: list[int] = field(default_factory=list)
+    not_run: int = 0
+    errors: list[str] = field(default_factory=list)
+    raw_myst: list[str] = field(default_factory=list)
+    unknown_markup: list[str] = field(default_factory=list)
+    n_eval: int = 0
+    eval_problems: list[str] = field(default_factory=list)
+    solutions: list[dict] = field(default_factory=list)
+    solution_opens: bool = False
+    widgets: list[dict] = field(default_factory=list)
+    failure: str = ""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab_url(tmp_path_factory):
+    """JupyterLab from ``.venv`` on a free loopback port, serving a copy of ``book/``; its URL."""
+    require_chromium()
+    tmp = tmp_path_factory.mktemp("lab")
+    book = tmp / "book"
+    shutil.copytree(ROOT / "book", book, ignore=shutil.ignore_patterns("_build", ".ipynb_checkpoints"))
+    for plugin, value in LAB_SETTINGS.items():
+        path = tmp / "settings" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(value)
+    port = _free_port()
+    env = dict(
+        os.environ,
+        JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
+        JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PYTHONHASHSEED="0",
+    )
+    cmd = [
+        str(Path(sys.executable).with_name("jupyter")), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+        "--ServerApp.port_retries=0", "--IdentityProvider.token=", "--ServerApp.password=",
+        f"--ServerApp.root_dir={book}", "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly",
+        "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: the test reads the notebook model
+        "--allow-root",  # CI containers run as root
+    ]
+    log = (tmp / "lab.log").open("w")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{url}/api/status", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.fail(f"jupyter lab exited ({proc.returncode}); log: {(tmp / 'lab.log').read_text()[-2000:]}")
+                time.sleep(1)
+        else:
+            pytest.fail("jupyter lab did not answer within 120 s")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def _open_as_notebook(page, url: str, name: str) -> None:
+    """Open ``name.md`` as the README says: right-click in the file browser → Open With → Notebook."""
+    page.goto(f"{url}/lab/workspaces/{name}?reset", wait_until="domcontentloaded")
+    item = page.locator(".jp-DirListing-item", has=page.locator(".jp-DirListing-itemText", has_text=f"{name}.md"))
+    item.first.wait_for(timeout=60_000)
+    item.first.click(button="right")
+    page.locator(".lm-Menu-item", has_text="Open With").first.hover()
+    page.locator(".lm-Menu-item .lm-Menu-itemLabel", has_text=re.compile(r"^Notebook$")).first.click()
+    page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+    # the chapter's kernelspec (python3) is preselected; if the lab still asks, accept it as a student would
+    for _ in range(120):
+        dialog = page.locator(".jp-Dialog .jp-mod-accept")
+        if dialog.count() and dialog.first.is_visible():
+            dialog.first.click()
+        if page.evaluate(_KERNEL_JS) == "python3:idle":
+            return
+        page.wait_for_timeout(1000)
+    raise AssertionError(f"{name}: the python3 kernel did not start (kernel: {page.evaluate(_KERNEL_JS)!r})")
+
+
+def _run_all(page) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+    page.locator('.lm-Menu-item[data-command="runmenu:run-all"]').click()
+
+
+def _kernel_idle(page) -> bool:
+    return page.evaluate(_KERNEL_JS) == "python3:idle"
+
+
+def _finish(page, run: ChapterRun) -> None:
+    """Collect what the chapter shows after Run All, and take its screenshots."""
+    page.wait_for_timeout(3000)  # the markdown cells' {eval} requests queue behind the last code cell
+    state = page.evaluate(_STATE_JS)
+    run.n_code, run.still_running = state["n_code"], state["running"]
+    run.not_run = state["n_code"] - state["done"]
+    run.errors = page.evaluate(_ERRORS_JS)
+    markdown = page.evaluate(_MARKDOWN_JS)
+    for i, text in enumerate(m["visible"] for m in markdown):
+        run.raw_myst += [f"markdown cell {i}: {m.group(0)!r} in …{text[max(0, m.start() - 40):m.end() + 40]!r}…"
+                         for m in RAW_MYST.finditer(text)]
+    for i, cell in enumerate(page.evaluate(_MODEL_JS)):
+        source = re.sub(r"^(`{3,})(?!\{).*?^\1", "", cell["source"], flags=re.M | re.S)  # plain code blocks
+        run.unknown_markup += [f"markdown cell {i}: role {{{r}}}" for r in re.findall(r"\{([a-zA-Z][\w:-]*)\}`", source)
+                               if r not in LAB_ROLES]
+        run.unknown_markup += [f"markdown cell {i}: directive {{{d}}}" for d in
+                               re.findall(r"^\s*(?::{3,}|`{3,})\{([a-zA-Z][\w:-]*)\}", source, re.M)
+                               if d not in LAB_DIRECTIVES]
+        written = re.findall(r"\{eval\}`([^`]*)`", cell["source"])
+        run.n_eval += len(written)
+        got = [e["expression"] for e in cell["expressions"]]
+        if got != written:
+            run.eval_problems.append(f"markdown cell {i}: {len(written)} {{eval}} written, {len(got)} evaluated")
+        for e in cell["expressions"]:
+            shown = re.sub(r"^([\"'])(.*)\1$", r"\2", e["text"])
+            if e["status"] != "ok":
+                run.eval_problems.append(f"markdown cell {i}: {{eval}}`{e['expression']}` -> {e['text']}")
+            elif " ".join(shown.split()) not in " ".join(markdown[i]["full"].split()):
+                run.eval_problems.append(f"markdown cell {i}: {{eval}}`{e['expression']}` = {shown!r} not shown")
+    run.solutions = page.evaluate(_SOLUTIONS_JS)
+    run.widgets = page.evaluate(_WIDGETS_JS)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.evaluate("() => { const s = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
+                  ".jp-WindowedPanel-outer'); if (s) s.scrollTop = 0; }")
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(ARTIFACTS / f"{run.name}_top.png"))
+    widget_out = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output", has=page.locator(".jupyter-widgets"))
+    if widget_out.count():
+        widget_out.first.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / f"{run.name}_widgets.png"))
+    solution = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell details", has=page.locator("summary", has_text="Solution"))
+    if solution.count():
+        solution.first.locator("summary").first.click()
+        page.wait_for_timeout(300)
+        run.solution_opens = solution.first.evaluate(
+            "d => d.open && [...d.children].filter(c => c.tagName !== 'SUMMARY').some(c => c.checkVisibility())"
+        )
+        page.screenshot(path=str(ARTIFACTS / f"{run.name}_solution.png"))
+
+
+@pytest.fixture(scope="module")
+def lab_runs(lab_url) -> dict[str, ChapterRun]:
+    """Every chapter opened and run in the lab, :data:`PARALLEL` at a time; what each showed."""
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import sync_playwright
+
+    runs = {name: ChapterRun(name) for name in CHAPTERS}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        queue = list(CHAPTERS)
+        active: dict[str, tuple[object, float]] = {}
+        while queue or active:
+            while queue and len(active) < PARALLEL:
+                name = queue.pop(0)
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                try:
+                    _open_as_notebook(page, lab_url, name)
+                    runs[name].opened = True
+                    _run_all(page)
+                    active[name] = (page, time.monotonic())
+                except PlaywrightError as exc:
+                    runs[name].failure = f"could not open and run: {exc}"[:1500]
+                    page.screenshot(path=str(ARTIFACTS / f"{name}_open_failed.png"))
+                    page.close()
+            time.sleep(2)
+            for name, (page, t0) in list(active.items()):
+                state = page.evaluate(_STATE_JS)
+                elapsed = time.monotonic() - t0
+                done = not state["running"] and _kernel_idle(page) and elapsed > 10
+                if done or elapsed > RUN_LIMIT_S:
+                    runs[name].seconds = round(elapsed, 1)
+                    try:
+                        _finish(page, runs[name])
+                    except PlaywrightError as exc:
+                        runs[name].failure = f"inspection failed: {exc}"[:1500]
+                    page.close()
+                    del active[name]
+        browser.close()
+    return runs
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_chapter_in_lab(lab_runs, name):
+    run = lab_runs[name]
+    assert not run.failure, f"{name}: {run.failure}"
+    assert run.opened and run.n_code > 0, f"{name}: the notebook did not open with code cells"
+    assert not run.still_running, f"{name}: code cells {run.still_running} still running after {RUN_LIMIT_S} s"
+    assert not run.errors, f"{name}: error output: {run.errors[:5]}"
+    assert run.not_run == 0, f"{name}: {run.not_run} of {run.n_code} code cells never ran"
+    assert not run.unknown_markup, f"{name}: markup the lab does not render: {run.unknown_markup[:8]}"
+    assert not run.eval_problems, f"{name}: {{eval}} in the prose: {run.eval_problems[:8]}"
+    assert not run.raw_myst, f"{name}: raw MyST visible in {len(run.raw_myst)} places: {run.raw_myst[:8]}"
+    n_written = (ROOT / "book" / f"{name}.md").read_text(encoding="utf-8").count(":::{admonition} Solution")
+    assert len(run.solutions) == n_written, f"{name}: {len(run.solutions)} collapsible solutions, {n_written} written"
+    shown = [i for i, s in enumerate(run.solutions) if s["open"] or s["visible"]]
+    assert not shown, f"{name}: solutions {shown} visible without a click"
+    if run.solutions:
+        assert run.solution_opens, f"{name}: a click on a solution's title did not open it"
+    if name in WIDGET_CHAPTERS:
+        panels = [w for w in run.widgets if w["w"] > 100 and w["h"] > 100 and w["n_controls"] > 0]
+        assert panels, f"{name}: no ipywidgets panel rendered: {run.widgets}"
