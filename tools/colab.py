@@ -17,7 +17,6 @@ Outside Colab the first cell does nothing, so the same notebook also runs in a l
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import re
 import sys
@@ -27,6 +26,8 @@ from pathlib import Path
 import jupytext
 import nbformat
 from nbformat import NotebookNode
+
+from tools.student import fresh_notebook, write_notebook
 
 __all__ = ["COLAB_BRANCH", "install_cell", "colab_notebook", "write_notebooks"]
 
@@ -80,19 +81,7 @@ def colab_notebook(chapter: str | Path, repo_url: str, ref: str = "main") -> Not
     if not path.is_file():
         raise FileNotFoundError(f"chapter not found: {path}")
     source = jupytext.reads(path.read_text(encoding="utf-8"), fmt="md:myst")
-    nb = nbformat.v4.new_notebook(metadata={
-        "kernelspec": copy.deepcopy(source.metadata.get(
-            "kernelspec", {"display_name": "Python 3", "language": "python", "name": "python3"})),
-        "colab": {"provenance": []},
-    })
-    for i, cell in enumerate([install_cell(repo_url, ref), *source.cells]):
-        cell = copy.deepcopy(cell)
-        cell.id = f"cell-{i:03d}"
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-        nb.cells.append(cell)
-    nbformat.validate(nb)
-    return nb
+    return fresh_notebook(source, [install_cell(repo_url, ref), *source.cells], colab={"provenance": []})
 
 
 def write_notebooks(chapters: Iterable[str | Path], out: str | Path, repo_url: str, ref: str = "main") -> list[Path]:
@@ -103,13 +92,7 @@ def write_notebooks(chapters: Iterable[str | Path], out: str | Path, repo_url: s
     """
     out = Path(out)
     done = [(Path(c).stem, colab_notebook(c, repo_url, ref)) for c in chapters]
-    written = []
-    for stem, nb in done:
-        path = out / "book" / f"{stem}.ipynb"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
-        written.append(path)
-    return written
+    return [write_notebook(nb, out / "book" / f"{stem}.ipynb") for stem, nb in done]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

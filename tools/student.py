@@ -39,7 +39,7 @@ import nbformat
 from nbformat import NotebookNode
 
 __all__ = ["BEGIN_SOLUTION", "END_SOLUTION", "EditionError", "Chapter", "Piece", "Solution", "editions",
-           "read_chapter", "split_solutions", "write_editions"]
+           "fresh_notebook", "read_chapter", "split_solutions", "write_editions", "write_notebook"]
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = "book/[0-9][0-9]_*.md"
@@ -490,9 +490,11 @@ def _header(ch: Chapter, edition: str) -> NotebookNode:
     return nbformat.v4.new_markdown_cell(text)
 
 
-def _notebook(ch: Chapter, cells: list[NotebookNode]) -> NotebookNode:
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": copy.deepcopy(ch.notebook.metadata.get(
-        "kernelspec", {"display_name": "Python 3", "language": "python", "name": "python3"}))})
+def fresh_notebook(source: NotebookNode, cells: Iterable[NotebookNode], **metadata: object) -> NotebookNode:
+    """A validated nbformat-4 notebook of copies of ``cells``: ids ``cell-000``, ``cell-001``, ..., no
+    outputs, the kernelspec of the ``source`` notebook (Python 3 if it has none) and extra ``metadata``."""
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": copy.deepcopy(source.metadata.get(
+        "kernelspec", {"display_name": "Python 3", "language": "python", "name": "python3"})), **metadata})
     for i, cell in enumerate(cells):
         cell = copy.deepcopy(cell)
         cell.id = f"cell-{i:03d}"
@@ -501,6 +503,13 @@ def _notebook(ch: Chapter, cells: list[NotebookNode]) -> NotebookNode:
         nb.cells.append(cell)
     nbformat.validate(nb)
     return nb
+
+
+def write_notebook(nb: NotebookNode, path: Path) -> Path:
+    """Write ``nb`` to ``path`` (folders made as needed) and return ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
+    return path
 
 
 def editions(ch: Chapter) -> tuple[NotebookNode, NotebookNode]:
@@ -517,7 +526,7 @@ def editions(ch: Chapter) -> tuple[NotebookNode, NotebookNode]:
         elif p.solution not in written:
             written.add(p.solution)
             instructor.append(inst.writeup(p.solution))
-    return _notebook(ch, student), _notebook(ch, instructor)
+    return fresh_notebook(ch.notebook, student), fresh_notebook(ch.notebook, instructor)
 
 
 def write_editions(chapters: Iterable[str | Path], out: str | Path) -> list[Path]:
@@ -533,10 +542,7 @@ def write_editions(chapters: Iterable[str | Path], out: str | Path) -> list[Path
     written = []
     for stem, notebooks in done:
         for edition, nb in zip(("student", "instructor"), notebooks):
-            path = out / edition / f"{stem}.ipynb"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
-            written.append(path)
+            written.append(write_notebook(nb, out / edition / f"{stem}.ipynb"))
     return written
 
 
