@@ -478,3 +478,36 @@ def test_a_bug_in_a_checker_is_reported_not_raised(capsys):
 
     assert runner.run_cases("check_x", good_power, [runner.Case("a case", buggy)]) is False
     assert "the checker itself failed (KeyError" in capsys.readouterr().out
+
+
+def _statements(code: str) -> list[str]:
+    """The top-level function bodies of ``code``, each as normalised source (comments and layout gone)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    return [ast.unparse(ast.Module(body=node.body, type_ignores=[])) for node in tree.body
+            if isinstance(node, ast.FunctionDef)]
+
+
+@pytest.mark.parametrize("chapter", sorted(Path(__file__).resolve().parents[1].glob("book/[0-9][0-9]_*.md")),
+                         ids=lambda p: p.stem)
+def test_no_solution_is_printed_in_the_chapter_body(chapter):
+    """A solution's function must not appear, line for line, in the chapter's code above its exercises
+    (exercise 1.1's loop was printed in section 1.1)."""
+    from tools.student import _python_blocks, read_chapter
+
+    ch = read_chapter(chapter)
+    body = []
+    for piece in ch.pieces:
+        if piece.solution is not None:
+            continue
+        cell = piece.cell
+        if cell.cell_type == "markdown" and re.search(r"^#+ .*Exercises", cell.source, flags=re.M):
+            break
+        body += [cell.source] if cell.cell_type == "code" else _python_blocks(cell.source)
+    shown = {b for code in body for b in _statements(code)}
+    for sol in ch.solutions.values():
+        for code in sol.code:
+            for fn in _statements(code):
+                assert fn not in shown, f"{chapter.name}: solution {sol.number} is printed in the body:\n{fn}"
