@@ -16,8 +16,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-__all__ = ["BOOK_THEME", "OFFLINE_RENDERER", "SUBTITLE_CHARS", "configure_renderer", "eigenvalue_chart", "titled",
-           "unit_circle", "vega_bundle_script"]
+__all__ = ["BOOK_THEME", "OFFLINE_RENDERER", "SUBTITLE_CHARS", "configure_renderer", "eigenvalue_chart",
+           "side_by_side", "titled", "unit_circle", "vega_bundle_script"]
 
 BOOK_BUILD_ENV = "SPECTRAL_BOOK_BUILD"
 OFFLINE_RENDERER = "spectral-offline"
@@ -104,14 +104,26 @@ def configure_renderer() -> str:
     return name
 
 
-def titled(chart: alt.TopLevelMixin, title: str, model: str) -> alt.TopLevelMixin:
-    """Give ``chart`` a title and a subtitle naming the model that produced it.
+def titled(chart: alt.TopLevelMixin, title: str, model: str, description: str | None = None) -> alt.TopLevelMixin:
+    """Give ``chart`` a title, a subtitle naming the model that produced it, and a description.
 
     The subtitle is wrapped at word boundaries into lines of at most :data:`SUBTITLE_CHARS`
-    characters (a chart comparing several models names them all).
+    characters (a chart comparing several models names them all). The ``description`` (default:
+    ``"<title>, for <model>."``) is what Vega gives the chart as its ARIA label, i.e. what a screen
+    reader announces.
     """
     lines = textwrap.wrap(f"model: {model}", SUBTITLE_CHARS, break_on_hyphens=False)
-    return chart.properties(title=alt.TitleParams(title, subtitle=lines, anchor="start"))
+    text = description or f"{title.rstrip('.')}, for {model}."
+    return chart.properties(title=alt.TitleParams(title, subtitle=lines, anchor="start"), description=text)
+
+
+def side_by_side(*charts: alt.TopLevelMixin, vertical: bool = False) -> alt.TopLevelMixin:
+    """Charts next to each other (or stacked), each keeping its own colour and opacity legends, with one
+    description for the whole figure: the parts' descriptions in order (Vega reads only the top level's)."""
+    parts = [c.to_dict().get("description", "") for c in charts]
+    joined = alt.vconcat(*charts) if vertical else alt.hconcat(*charts)
+    return joined.resolve_scale(color="independent", opacity="independent").properties(
+        description=" ".join(f"Panel {i + 1}: {p}" for i, p in enumerate(parts) if p) or None)
 
 
 def unit_circle(radius: float = 1.0, n: int = 256) -> pd.DataFrame:

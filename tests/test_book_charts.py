@@ -58,6 +58,15 @@ def _colour_field(encoding: dict) -> str | None:
 
 
 @pytest.mark.parametrize("page", NOTEBOOK_PAGES)
+def test_every_chart_has_a_description(built_site, page):
+    """Vega gives a chart its top-level ``description`` as the ARIA label a screen reader announces:
+    every figure has one that names what it shows and the model (course material must be accessible)."""
+    for spec in _chart_specs(built_site, page):
+        text = spec.get("description", "")
+        assert len(text.split()) >= 4, f"{page}: a chart titled {spec.get('title')!r} has no description"
+
+
+@pytest.mark.parametrize("page", NOTEBOOK_PAGES)
 def test_every_chart_with_categories_has_a_legend(built_site, page):
     """A chart that colours its marks by a category shows a legend (compiled by Vega-Lite, as the
     browser does). The funnel's six curves once had none: ``legend=None`` on the stroke-dash channel

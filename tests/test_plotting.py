@@ -105,3 +105,13 @@ def test_coupling_chart_panels_show_only_their_own_model():
                        "p_relabel": [0.3] * 4})
     spec = funnel_plots.coupling_chart(df, title="t", model="m").to_dict()
     assert "facet" in spec and all("data" not in layer for layer in spec["spec"]["layer"])
+
+
+def test_titled_and_side_by_side_charts_carry_a_description():
+    df = pd.DataFrame({"x": [0, 1], "y": [1, 2]})
+    a = plotting.titled(alt.Chart(df).mark_line().encode(x="x", y="y"), "Error against depth", "toy (d = 8)")
+    assert a.to_dict()["description"] == "Error against depth, for toy (d = 8)."
+    b = plotting.titled(alt.Chart(df).mark_point().encode(x="x", y="y"), "Rate", "toy", description="Two points.")
+    both = plotting.side_by_side(a, b, vertical=True).to_dict()
+    assert both["description"] == "Panel 1: Error against depth, for toy (d = 8). Panel 2: Two points."
+    assert "vconcat" in both and both["resolve"]["scale"] == {"color": "independent", "opacity": "independent"}
