@@ -42,7 +42,8 @@ from lib.errors import InputError
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
-__all__ = ["DiagLowRank", "attention_affine", "block_jacobians", "flops", "norm_jacobian"]
+__all__ = ["DiagLowRank", "attention_affine", "attention_input_norm", "attention_sublayer", "block_jacobians", "flops",
+           "mlp_part", "norm_jacobian"]
 
 PARTS: tuple[str, ...] = ("block", "attn", "mlp")
 
@@ -194,30 +195,50 @@ def _identity_plus(M: torch.Tensor) -> torch.Tensor:
     return M + torch.eye(M.shape[-1], dtype=M.dtype, device=M.device)
 
 
-def _attn_part(model: SpectralModel, blk: nn.Module, F: torch.Tensor, b: torch.Tensor, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(J_attn, u)``: the attention sub-block's Jacobians ``(P, d, d)`` and outputs ``(P, d)`` at ``X``."""
+def attention_input_norm(model: SpectralModel, blk: nn.Module) -> nn.Module | None:
+    """The norm in front of block ``blk``'s attention core (GPT-2, GPT-Neo, Llama, Gemma-2), else ``None``
+    (post-norm BERT, ALBERT and OLMo-2 feed the residual itself to the attention)."""
     fam = model.family
-    P = X.shape[0]
-    Fb = F.expand(P, *F.shape)
+    if fam in ("gpt2", "gpt_neo"):
+        return blk.ln_1
+    if fam in ("llama", "gemma2"):
+        return blk.input_layernorm
+    return None
+
+
+def attention_sublayer(model: SpectralModel, blk: nn.Module, X: torch.Tensor, o: torch.Tensor,
+                       A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(J_attn, u)``: the attention sub-block's Jacobians ``(P, d, d)`` and outputs ``(P, d)`` at the
+    residuals ``X`` ``(P, d)``, given the attention core's outputs ``o`` ``(P, d)`` and its Jacobians
+    ``A = ∂o/∂n`` ``(P, d, d)`` with respect to its input ``n`` (``X`` or its pre-norm, see
+    :func:`attention_input_norm`). Single token: ``o = F n + b``, ``A = F``; in context
+    (:mod:`lib.jacobian_context`): the real attention output and its Jacobian at the position."""
+    fam = model.family
     if fam in ("bert", "albert"):
         ln = blk.attention.output.LayerNorm if fam == "bert" else blk.attention.LayerNorm
-        Z = X + X @ F.T + b
-        return norm_jacobian(ln, Z).left_of(_identity_plus(Fb)), ln(Z)
+        Z = X + o
+        return norm_jacobian(ln, Z).left_of(_identity_plus(A)), ln(Z)
     if fam in ("gpt2", "gpt_neo", "llama"):
-        pre = blk.ln_1 if fam != "llama" else blk.input_layernorm
-        return _identity_plus(norm_jacobian(pre, X).right_of(Fb)), X + pre(X) @ F.T + b
+        return _identity_plus(norm_jacobian(attention_input_norm(model, blk), X).right_of(A)), X + o
     if fam == "olmo2":
-        Y = X @ F.T + b
         post = blk.post_attention_layernorm
-        return _identity_plus(norm_jacobian(post, Y).left_of(Fb)), X + post(Y)
+        return _identity_plus(norm_jacobian(post, o).left_of(A)), X + post(o)
     if fam == "gemma2":
-        pre, post = blk.input_layernorm, blk.post_attention_layernorm
-        Y = pre(X) @ F.T + b
-        return _identity_plus(norm_jacobian(post, Y).left_of(norm_jacobian(pre, X).right_of(Fb))), X + post(Y)
+        post = blk.post_attention_layernorm
+        inner = norm_jacobian(blk.input_layernorm, X).right_of(A)
+        return _identity_plus(norm_jacobian(post, o).left_of(inner)), X + post(o)
     raise NotImplementedError(f"closed-form attention Jacobian of family {fam!r}")  # pragma: no cover
 
 
-def _mlp_part(model: SpectralModel, blk: nn.Module, U: torch.Tensor) -> torch.Tensor:
+def _attn_part(model: SpectralModel, blk: nn.Module, F: torch.Tensor, b: torch.Tensor,
+               X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(J_attn, u)`` on single tokens, where the attention core is the affine ``n ↦ F n + b``."""
+    pre = attention_input_norm(model, blk)
+    N = X if pre is None else pre(X)
+    return attention_sublayer(model, blk, X, N @ F.T + b, F.expand(X.shape[0], *F.shape))
+
+
+def mlp_part(model: SpectralModel, blk: nn.Module, U: torch.Tensor) -> torch.Tensor:
     """``J_mlp`` ``(P, d, d)`` of the MLP sub-block at the mid-block residuals ``U``."""
     fam = model.family
     if fam in ("bert", "albert"):
@@ -257,5 +278,5 @@ def block_jacobians(model: SpectralModel, t: int, X: torch.Tensor, part: str = "
     J_attn, U = _attn_part(model, blk, F, b, X)
     if part == "attn":
         return J_attn
-    J_mlp = _mlp_part(model, blk, U)
+    J_mlp = mlp_part(model, blk, U)
     return J_mlp if part == "mlp" else J_mlp @ J_attn

@@ -19,7 +19,7 @@ the value path of ``T``, the query path, and the key path of ``T``. ``∂q/∂n 
 OLMo-2's QK-norm (an RMSNorm over the whole projected query, resp. key, vector) ``W_Q`` and
 ``W_K`` become ``J_qnorm W_Q`` and ``J_knorm W_K``. Then ``A = Σ_h O_h ∂o_h/∂n`` and
 ``o_T = Σ_h O_h o_h + b_O``, and the block follows :mod:`lib.jacobian_closed`'s table with ``F``
-replaced by ``A`` (and ``F n + b`` by ``o_T``):
+replaced by ``A`` (and ``F n + b`` by ``o_T``; :func:`lib.jacobian_closed.attention_sublayer`):
 
 ========================  ==============================================
 family                    ``J_attn(x)``
@@ -68,16 +68,6 @@ def _rope(v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     """Hugging Face's rotary embedding ``v cos + rotate_half(v) sin`` on the last axis (``d_h``)."""
     half = v.shape[-1] // 2
     return v * cos + torch.cat((-v[..., half:], v[..., :half]), dim=-1) * sin
-
-
-def _attention_input_norm(model, blk):
-    """The norm in front of the attention (pre-norm and sandwich families), else ``None``."""
-    fam = model.family
-    if fam in ("gpt2", "gpt_neo"):
-        return blk.ln_1
-    if fam in ("llama", "gemma2"):
-        return blk.input_layernorm
-    return None
 
 
 class _Core:
@@ -167,27 +157,6 @@ class _Core:
         return out, self.O @ A.reshape(H * d_h, -1)
 
 
-def _attn_part(model, blk, X: torch.Tensor, Ov: torch.Tensor, A: torch.Tensor
-               ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(J_attn, u)`` ``(P, d, d)``, ``(P, d)`` at the residuals ``X`` with attention outputs ``Ov`` and
-    core Jacobians ``A`` (the table of the module docstring)."""
-    fam = model.family
-    eye = torch.eye(X.shape[-1], dtype=X.dtype, device=X.device)
-    if fam in ("bert", "albert"):
-        ln = blk.attention.output.LayerNorm if fam == "bert" else blk.attention.LayerNorm
-        Z = X + Ov
-        return jc.norm_jacobian(ln, Z).left_of(eye + A), ln(Z)
-    if fam in ("gpt2", "gpt_neo", "llama"):
-        return eye + jc.norm_jacobian(_attention_input_norm(model, blk), X).right_of(A), X + Ov
-    post = blk.post_attention_layernorm
-    if fam == "olmo2":
-        return eye + jc.norm_jacobian(post, Ov).left_of(A), X + post(Ov)
-    if fam == "gemma2":
-        inner = jc.norm_jacobian(blk.input_layernorm, X).right_of(A)
-        return eye + jc.norm_jacobian(post, Ov).left_of(inner), X + post(Ov)
-    raise NotImplementedError(f"closed-form in-context Jacobian of family {fam!r}")  # pragma: no cover
-
-
 @torch.no_grad()
 def in_context_jacobians_closed(model, t: int, states: Sequence, positions: Sequence[int | None], *,
                                 key_path: bool = True) -> torch.Tensor:
@@ -210,7 +179,7 @@ def in_context_jacobians_closed(model, t: int, states: Sequence, positions: Sequ
                          f"got {len(states)} sequences and {len(positions)} positions")
     core = _Core(model, t)
     blk = model.blocks[t]
-    pre = _attention_input_norm(model, blk)
+    pre = jc.attention_input_norm(model, blk)
     xs, outs, As = [], [], []
     for H, T in zip(states, positions):
         H = torch.as_tensor(H).to(device=core.device, dtype=core.dtype)
@@ -221,8 +190,8 @@ def in_context_jacobians_closed(model, t: int, states: Sequence, positions: Sequ
         xs.append(H[T])
         outs.append(o)
         As.append(A)
-    J_attn, U = _attn_part(model, blk, torch.stack(xs), torch.stack(outs), torch.stack(As))
-    return (jc._mlp_part(model, blk, U) @ J_attn).double()
+    J_attn, U = jc.attention_sublayer(model, blk, torch.stack(xs), torch.stack(outs), torch.stack(As))
+    return (jc.mlp_part(model, blk, U) @ J_attn).double()
 
 
 def in_context_jacobian_closed(model, t: int, H, T: int | None = None) -> torch.Tensor:
