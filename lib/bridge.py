@@ -59,6 +59,7 @@ __all__ = [
     "random_subspaces",
     "reference",
     "relative_departure",
+    "resampled_norms",
     "singular_subspace",
     "sorted_eig",
     "stratified_spearman",
@@ -160,6 +161,16 @@ def decompose(model: SpectralModel, t: int, X: Any, *, write: bool = False) -> D
     return Decomposition(host(J), host(J_F), layout(model), host(W) if write else None)
 
 
+def resampled_norms(A: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """``‖Σ_p W[b, p] A_p‖_F`` for every weight row ``b``: ``A`` ``(P, ...)``, ``W`` ``(B, P)`` → ``(B,)``.
+
+    The squared norm of a weighted sum is ``wᵀ G w`` with the ``P × P`` Gram matrix ``G = A Aᵀ`` of the
+    flattened ``A_p``: ``O(P² d²)`` once, then ``O(P²)`` per row, instead of forming the ``B`` sums.
+    """
+    flat = np.asarray(A, dtype=np.float64).reshape(len(A), -1)
+    return np.sqrt(np.maximum(np.einsum("bp,pq,bq->b", W, flat @ flat.T, W), 0.0))
+
+
 def bootstrap_share(dec: Decomposition, *, n_boot: int = 200, ci: float = 0.95,
                     seed: int = 0) -> tuple[float, float, float]:
     """``‖mean J_F‖_F / ‖mean update‖_F`` and its percentile bootstrap interval over prompts.
@@ -170,14 +181,11 @@ def bootstrap_share(dec: Decomposition, *, n_boot: int = 200, ci: float = 0.95,
     ``G = A Aᵀ``: every resample costs ``O(P²)``, not ``O(P d²)``.
     """
     P = dec.J.shape[0]
-    U = dec.update.reshape(P, -1)
-    A = dec.J_F.reshape(P, -1)
-    GA, GU = A @ A.T, U @ U.T
     rng = np.random.default_rng(seed)
     W = np.zeros((n_boot + 1, P))
     W[0] = 1.0 / P  # the estimate itself
     np.add.at(W, (1 + np.repeat(np.arange(n_boot), P), rng.integers(0, P, n_boot * P)), 1.0 / P)
-    ratio = np.sqrt(np.einsum("bp,pq,bq->b", W, GA, W) / np.einsum("bp,pq,bq->b", W, GU, W))
+    ratio = resampled_norms(dec.J_F, W) / resampled_norms(dec.update, W)
     q = (1 - ci) / 2
     lo, hi = np.quantile(ratio[1:], [q, 1 - q])
     return float(ratio[0]), float(lo), float(hi)

@@ -331,17 +331,6 @@ def perturbation_errors(model: Any, t: int, H: Any, T: int, eps: Sequence[float]
 
 
 # -- result 6: steering through both lenses -----------------------------------------------------------------------
-def _resampled_norms(A: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """``‖Σ_p W[b, p] A_p‖_F`` for every resample ``b``: ``A`` ``(P, d, d)``, ``W`` ``(B, P)`` → ``(B,)``.
-
-    The squared norm of a weighted mean is ``wᵀ G w`` with the ``P × P`` Gram matrix ``G = A Aᵀ`` of the
-    flattened ``A_p`` (as :func:`lib.bridge.bootstrap_share`): ``O(P² d²)`` once, then ``O(P²)`` per
-    resample, instead of forming the ``B`` means.
-    """
-    flat = A.reshape(A.shape[0], -1)
-    return np.sqrt(np.maximum(np.einsum("bp,pq,bq->b", W, flat @ flat.T, W), 0.0))
-
-
 def steering_views(model: Any, u: Any, alphas: Sequence[float], texts: Sequence[str]) -> pd.DataFrame:
     """:func:`steering_views_at` on ``texts`` (one forward pass each, before any edit)."""
     X, states = jac.residual_inputs(model, texts)
@@ -397,7 +386,7 @@ def steering_views_at(model: Any, u: Any, alphas: Sequence[float], X_last: Any, 
         Wu = np.vstack([Wu_p.mean(0), W @ Wu_p])  # row 0: all prompts; then one row per resample
         write = np.abs(Wu @ u) / np.linalg.norm(Wu, axis=1)
         Wm = np.vstack([np.full(P, 1.0 / P), W])  # row 0: all prompts; then one row per resample
-        share = _resampled_norms(dec.J_F, Wm) / _resampled_norms(dec.update, Wm)
+        share = br.resampled_norms(dec.J_F, Wm) / br.resampled_norms(dec.update, Wm)
         sums = np.array([np.sum(np.abs(o @ u) / np.linalg.norm(o, axis=1)) for o in outs])  # per prompt
         counts = np.array([len(o) for o in outs], dtype=np.float64)
         tokens = np.concatenate([[sums.sum() / counts.sum()], (W @ sums) / (W @ counts)])  # pooled over tokens

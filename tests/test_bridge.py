@@ -248,3 +248,11 @@ def test_steering_views_intervals_over_prompts(tiny64):
         assert same[f"{name}_hi"].iloc[0] - same[f"{name}_lo"].iloc[0] < 1e-12
     with pytest.raises(ValueError, match="same prompts"):
         bv.steering_views_at(model, u, [0], X[:2], H)
+
+
+def test_resampled_norms_equal_the_norms_of_the_weighted_sums():
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((5, 4, 4))
+    W = rng.random((7, 5))
+    expected = [np.linalg.norm(np.tensordot(w, A, axes=1)) for w in W]
+    np.testing.assert_allclose(br.resampled_norms(A, W), expected, rtol=1e-12)
