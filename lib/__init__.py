@@ -10,7 +10,8 @@ Entry points:
   returns a :class:`lib.models.SpectralModel` with ``layer_matrices()``, ``head_matrices(t)``,
   ``hidden_states(texts)`` and ``layer(t)``.
 * :mod:`lib.spectra` sorts and normalizes eigenpairs, gap ratios and alignments.
-* :mod:`lib.plotting` configures Altair and draws shared figures.
+* :mod:`lib.page` holds everything a page shows: the Altair theme, figures, charts and widgets. The
+  computing modules import neither Altair nor ipywidgets.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from lib.errors import (
     UnsupportedModelError,
 )
 from lib import spectra
-from lib.models import OFFLINE_ALIASES, SUPPORTED_FAMILIES, SpectralModel, load_model
+from lib.models import OFFLINE_ALIASES, SUPPORTED_FAMILIES, SpectralModel, Twins, load_model, load_twins
 
 __all__ = [
     "OFFLINE_ALIASES",
@@ -45,15 +46,25 @@ __all__ = [
     "RealModelRunError",
     "SpectralBookError",
     "SpectralModel",
+    "Twins",
     "UnsafeCheckpointError",
     "UnsupportedModelError",
+    "BOOK_BUILD_ENV",
     "book_setup",
+    "in_book_build",
     "load_model",
+    "load_twins",
     "real_models_enabled",
     "spectra",
 ]
 
 REAL_MODELS_ENV = "SPECTRAL_BOOK_REAL_MODELS"
+BOOK_BUILD_ENV = "SPECTRAL_BOOK_BUILD"
+
+
+def in_book_build() -> bool:
+    """Whether the code runs inside ``make book`` (``SPECTRAL_BOOK_BUILD=1``), not in JupyterLab or a script."""
+    return os.environ.get(BOOK_BUILD_ENV) == "1"
 
 
 def real_models_enabled() -> bool:
@@ -64,7 +75,7 @@ def real_models_enabled() -> bool:
     return os.environ.get(REAL_MODELS_ENV, "0") == "1"
 
 
-def book_setup(seed: int = 0) -> None:
+def book_setup(seed: int = 0, chapter: int | None = None) -> None:
     """First call of every chapter: Altair renderer, seeds, short error messages, quiet warnings.
 
     A mistake that ``lib`` detects (unknown model, bad matrix, out-of-range value) then shows one
@@ -73,15 +84,20 @@ def book_setup(seed: int = 0) -> None:
     Args:
         seed: seeds NumPy's legacy global generator and torch (chapters still pass explicit
             ``numpy.random.default_rng(seed)`` generators to ``lib``).
+        chapter: the chapter's number, from which :func:`lib.page.figures.figure` numbers its figures
+            ("Fig. 3.1", "Fig. 3.2", ...); ``None`` leaves the numbering as it is.
     """
     import numpy as np
     import torch
 
     from lib import notebook_errors
-    from lib.plotting import configure_renderer
+    from lib.page.figures import set_chapter
+    from lib.page.plotting import configure_renderer
 
     configure_renderer()
     notebook_errors.install()
+    if chapter is not None:
+        set_chapter(chapter)
     np.random.seed(seed)
     torch.manual_seed(seed)
     np.set_printoptions(precision=4, suppress=True, linewidth=110)

@@ -399,7 +399,7 @@ def steering_views_at(model: Any, u: Any, alphas: Sequence[float], X_last: Any, 
 
 def steering_long(steer: pd.DataFrame, quantities: dict[str, str]) -> pd.DataFrame:
     """:func:`steering_views_at` tables (tagged with ``model``, ``series``, ``weights``) in the long form of
-    :func:`lib.bridge_plots.steering_chart`: one row per quantity, labelled by ``quantities`` (column → label),
+    :func:`lib.page.bridge_plots.steering_chart`: one row per quantity, labelled by ``quantities`` (column → label),
     with ``lo``/``hi`` where the quantity has an interval (NaN otherwise)."""
     parts = []
     for col, label in quantities.items():

@@ -1,4 +1,5 @@
-"""Per-layer spectra of ``F_t = O_t V_t``: the table and charts the book shows for a model.
+"""Per-layer spectra of ``F_t = O_t V_t``: the table the book shows for a model (its chart:
+:func:`lib.page.spectra_plots.radius_gap_chart`).
 
 All eigenvalues come from :mod:`lib.spectra` (float64 LAPACK, the book's ordering).
 """
@@ -7,30 +8,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from collections.abc import Sequence
-
-import altair as alt
 import numpy as np
 import pandas as pd
 import torch
+from pandas.io.formats.style import Styler
 
 from lib import spectra
 from lib.errors import InputError
 from lib.parallel import map_matrices
-from lib.plotting import titled
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
 __all__ = [
-    "TABLE_FORMAT", "LayerSpectra", "ginibre_product_inner_fraction", "inner_fraction", "layer_spectra",
-    "radius_gap_chart", "summary_table",
+    "TABLE_FORMAT", "TABLE_LABELS", "LayerSpectra", "ginibre_product_inner_fraction", "inner_fraction",
+    "layer_spectra", "readable_table", "summary_table",
 ]
 
 TABLE_FORMAT = {"spectral_radius": "{:.4f}", "gap_ratio": "{:.4f}", "abs_gap": "{:.4f}", "residual": "{:.1e}",
                 "condition": "{:.2f}", "frobenius": "{:.2f}"}
 """How the book shows :attr:`LayerSpectra.table` (a pandas ``Styler.format`` dict): four decimals for
 the spectrum, residuals in scientific notation, two decimals for κ(λ₁) and ``‖F‖_F``."""
+TABLE_LABELS = {"layer": "layer t", "spectral_radius": "|λ₁|", "lambda1": "λ₁", "lambda1_complex": "λ₁ complex",
+                "gap_ratio": "gap ratio |λ_next|/|λ₁|", "abs_gap": "|λ₁| − |λ_next|",
+                "residual": "residual of (λ₁, v₁)", "condition": "κ(λ₁)", "frobenius": "‖F‖_F"}
+"""The column headers the page shows for :attr:`LayerSpectra.table` (its column names stay code names)."""
 
 
 class LayerSpectra:
@@ -60,6 +62,15 @@ class LayerSpectra:
             condition=[p.condition for p in self.principal],
             frobenius=np.linalg.norm(F64, axis=(1, 2)),
         )
+
+
+def readable_table(table: pd.DataFrame) -> Styler:
+    """:attr:`LayerSpectra.table` for the page: :data:`TABLE_FORMAT` and :data:`TABLE_LABELS`, no index."""
+    from lib.tables import page_table
+
+    shown = table.drop(columns=[c for c in ("model",) if c in table])
+    formats = {TABLE_LABELS[c]: f for c, f in TABLE_FORMAT.items() if c in shown}
+    return page_table(shown.rename(columns=TABLE_LABELS).style.format(formats).hide(axis="index"))
 
 
 def summary_table(lams: np.ndarray, model: str) -> pd.DataFrame:
@@ -115,32 +126,3 @@ def ginibre_product_inner_fraction(m: int, r: float = 0.5) -> float:
 def layer_spectra(model: SpectralModel) -> LayerSpectra:
     """:class:`LayerSpectra` of a loaded :class:`lib.models.SpectralModel`."""
     return LayerSpectra(model.layer_matrices(), model.label)
-
-
-def radius_gap_chart(spectra_list: Sequence[LayerSpectra], *, title: str | None = None) -> alt.TopLevelMixin:
-    """Two panels against layer: the spectral radius ``|λ_1|`` and the gap ratio ``|λ_next|/|λ_1|``.
-
-    One line per model; the subtitle names every model shown.
-    """
-    data = pd.concat([s.table for s in spectra_list], ignore_index=True)
-    long = data.melt(
-        id_vars=["model", "layer", "lambda1_complex"],
-        value_vars=["spectral_radius", "gap_ratio"],
-        var_name="quantity",
-        value_name="value",
-    )
-    long["quantity"] = long["quantity"].map({"spectral_radius": "|λ₁| (spectral radius)", "gap_ratio": "|λ_next| / |λ₁|"})
-    base = alt.Chart(long).encode(
-        x=alt.X("layer:O", title="layer t (1-based)"),
-        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
-        color=alt.Color("model:N", legend=alt.Legend(orient="bottom", columns=1)),
-    )
-    lines = base.mark_line(point=False) + base.mark_point(filled=True, size=60).encode(
-        shape=alt.Shape("lambda1_complex:N", title="λ₁ complex?", legend=alt.Legend(orient="bottom")),
-        tooltip=["model:N", "layer:O", alt.Tooltip("value:Q", format=".4f"), "lambda1_complex:N"],
-    )
-    chart = lines.properties(width=250, height=200).facet(
-        column=alt.Column("quantity:N", title=None)
-    ).resolve_scale(y="independent")
-    models = ", ".join(s.model for s in spectra_list)
-    return titled(chart, title or "Spectral radius and gap ratio of F_t per layer", models)

@@ -8,7 +8,6 @@ update; a reader of the static page needs neither.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,9 +16,9 @@ __all__ = ["progress"]
 
 def progress(iterable: Iterable[Any] | None = None, **kwargs: Any) -> Any:
     """``tqdm(iterable, **kwargs)``: a widget bar in notebooks, silent in the book build."""
-    from lib.plotting import BOOK_BUILD_ENV
+    from lib import in_book_build
 
-    if os.environ.get(BOOK_BUILD_ENV) == "1":
+    if in_book_build():
         from tqdm.std import tqdm
 
         kwargs["disable"] = True

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-__all__ = ["BREAK", "breakable", "interval_text", "page_table", "value_range"]
+__all__ = ["BREAK", "Dropdown", "breakable", "dropdown_table", "interval_text", "page_table", "value_range"]
 
 BREAK = "\u200b"
 """Zero-width space: a line-break opportunity that renders as nothing."""
@@ -59,6 +59,32 @@ def page_table(data: pd.DataFrame | Styler, precision: int | None = 3, *, index:
         if not index:
             sty = sty.hide(axis="index")
     return sty.format_index(lambda label: html.escape(breakable(label), quote=False), axis="columns")
+
+
+class Dropdown:
+    """HTML that shows ``summary`` and opens on a click to show ``body`` (an HTML ``<details>``), the same on
+    the site and in JupyterLab. Displayed by IPython through ``_repr_html_``."""
+
+    def __init__(self, summary: str, body: str) -> None:
+        self.summary, self.body = summary, body
+
+    def _repr_html_(self) -> str:
+        return (f'<details class="spectral-book-table"><summary style="cursor:pointer">{html.escape(self.summary)}'
+                f"</summary>\n{self.body}\n</details>")
+
+    def __repr__(self) -> str:
+        return f"Dropdown({self.summary!r})"
+
+
+def dropdown_table(data: pd.DataFrame | Styler, summary: str, precision: int | None = 3, *,
+                   index: bool = False) -> Dropdown:
+    """:func:`page_table` behind a click: the numbers behind a figure, which the figure shows first.
+
+    Args:
+        data, precision, index: as :func:`page_table`.
+        summary: what the closed dropdown says, e.g. ``"The numbers of Fig. 3.2 (γ_t per layer)"``.
+    """
+    return Dropdown(summary, page_table(data, precision, index=index).to_html())
 
 
 def _decimals(column: pd.Series, precision: int) -> int:

@@ -9,6 +9,7 @@ What the browser shows (labels cut short, charts wider than the page) is in ``te
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -128,3 +129,94 @@ def test_no_layer_borrows_a_category_colour(built_site, page):
 
     for i, spec in enumerate(_chart_specs(built_site, page)):
         assert not _has(spec, borrows), f"{page}: chart {i} has a layer in the default colour next to coloured categories"
+
+
+# -- figures and the book's style (issue #17) -------------------------------------------------------------------------
+def _chart_outputs(built_site, page: str) -> list[str]:
+    """The HTML of every output of ``page`` that draws an Altair chart."""
+    import jupytext
+
+    nb = jupytext.read(built_site.parent / "jupyter_execute" / f"{page}.ipynb")
+    outs = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            html = out.get("data", {}).get("text/html", "")
+            html = "".join(html) if isinstance(html, list) else html
+            if "altair-viz" in html:
+                outs.append(html)
+    return outs
+
+
+CHAPTER_PAGES = [p for p in NOTEBOOK_PAGES if p.split("/")[-1][:2].isdigit()]
+
+
+@pytest.mark.parametrize("page", CHAPTER_PAGES)
+def test_every_chart_is_a_numbered_figure_the_text_refers_to(built_site, page):
+    """Each chart is shown with ``lib.page.figures.figure``: on the site a figure "Fig. N.k" with a caption,
+    and the page links to it at least once."""
+    from bs4 import BeautifulSoup
+
+    from lib.page.figures import FIGURE_MARK
+
+    bare = [i for i, html in enumerate(_chart_outputs(built_site, page)) if not html.startswith(FIGURE_MARK)]
+    assert not bare, f"{page}: charts {bare} are not numbered figures (show them with lib.page.figures.figure)"
+    soup = BeautifulSoup((built_site / f"{page}.html").read_text(encoding="utf-8"), "html.parser")
+    chapter = int(page.split("/")[-1][:2])
+    figures = soup.select("figure.spectral-book-figure")
+    assert figures, f"{page}: no figure"
+    for k, fig in enumerate(figures, start=1):
+        caption = fig.select_one("figcaption").get_text(" ", strip=True)
+        assert caption.startswith(f"Fig. {chapter}.{k} "), f"{page}: figure {k} is captioned {caption[:40]!r}"
+        assert fig.select("div[id^='altair-viz-']"), f"{page}: figure {fig['id']} holds no chart"
+        assert soup.select(f"a[href='#{fig['id']}']"), f"{page}: no link to {fig['id']} in the text"
+
+
+_TEX = re.compile(r"\\[a-zA-Z]+|[\^_]\{")
+
+
+@pytest.mark.parametrize("page", NOTEBOOK_PAGES)
+def test_no_raw_tex_in_chart_text(built_site, page):
+    """Titles, axis titles and legends are Unicode (``e²ᶜ``, ``max_j≠k`` written out), never TeX source."""
+    for i, spec in enumerate(_chart_specs(built_site, page)):
+        texts = [d.get(k) for d in _nodes(spec) for k in ("title", "text", "subtitle") if isinstance(d.get(k), str)]
+        texts += [t for d in _nodes(spec) for k in ("title", "subtitle") if isinstance(d.get(k), list)
+                  for t in d[k] if isinstance(t, str)]
+        tex = [t for t in texts if _TEX.search(t)]
+        assert not tex, f"{page}: chart {i} shows TeX: {tex[:3]}"
+
+
+@pytest.mark.parametrize("page", NOTEBOOK_PAGES)
+def test_trained_and_random_init_have_the_books_colours(built_site, page):
+    """Wherever a chart colours series that are trained weights or random-init twins, trained is
+    ``TRAINED_COLOR`` and the twins ``RANDOM_COLORS`` (lib.page.plotting.model_color), in every chapter."""
+    from lib.page.plotting import model_kind, model_palette
+
+    for i, spec in enumerate(_chart_specs(built_site, page)):
+        datasets = spec.get("datasets", {})
+        for enc in _nodes(spec):
+            colour = enc.get("color") if isinstance(enc.get("color"), dict) else None
+            field = colour.get("field") if colour else None
+            if not field:
+                continue
+            values = {str(row[field]) for rows in datasets.values() for row in rows
+                      if isinstance(row, dict) and field in row}
+            if not any(model_kind(v) for v in values):
+                continue
+            scale = colour.get("scale") or {}
+            domain, colours = scale.get("domain"), scale.get("range")
+            assert domain and colours, f"{page}: chart {i} colours {field!r} (trained/random) with the default palette"
+            expected = dict(zip(*model_palette(domain)))
+            got = dict(zip(domain, colours))
+            wrong = {v: got.get(v) for v in domain if model_kind(v) and got.get(v) != expected[v]}
+            assert not wrong, f"{page}: chart {i} gives trained/random series other colours: {wrong}"
+
+
+@pytest.mark.parametrize("page", CHAPTER_PAGES)
+def test_table_headers_are_words_not_code_names(built_site, page):
+    """Tables say "spectral radius |λ₁|", not ``spectral_radius`` or ``gamma_lo``."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup((built_site / f"{page}.html").read_text(encoding="utf-8"), "html.parser")
+    heads = [th.get_text("", strip=True).replace("\u200b", "") for th in soup.select("article table th")]
+    code = [h for h in heads if re.search(r"[A-Za-z0-9]_[A-Za-z0-9]", h) and not re.search(r"[₀-₉]|\{", h)]
+    assert not code, f"{page}: table headers that are code names: {sorted(set(code))[:10]}"

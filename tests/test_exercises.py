@@ -8,6 +8,7 @@ that drifts from its checker fails here).
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 import signal
@@ -22,27 +23,29 @@ from lib import exercises as ex
 from lib.exercises import runner
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
-_BLOCK = re.compile(r"^```(?:python|\{code-cell\}[^\n]*)\n(.*?)^```", re.S | re.M)
 
 
+@functools.cache
 def solution(chapter: str, name: str) -> dict:
-    """The names a chapter's solution block defines (functions, imports, ``my_*`` values), executed.
+    """The names a chapter's solution defines (functions, imports, ``my_*`` values), executed.
 
-    The block is the chapter's first Python block that defines ``name`` and is not the template (no
-    ``NotImplementedError``); other statements in it (calls of checkers, prints) are left out.
+    The solution is the first of the chapter's solution blocks (``tools.student.read_chapter``: the
+    executed solution cells of a ``{solution-start}`` region, or a ``{solution}``'s code) that defines
+    ``name``; other statements in it (the checker's ``assert``, prints) are left out.
     """
-    text = (BOOK / chapter).read_text(encoding="utf-8")
-    for block in _BLOCK.findall(text):
-        if f"def {name}(" not in block or "NotImplementedError" in block:
-            continue
-        code = "\n".join(line for line in block.splitlines() if not line.startswith(":"))
-        keep = [node for node in ast.parse(code).body
-                if isinstance(node, (ast.FunctionDef, ast.Import, ast.ImportFrom))
-                or (isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id.startswith("my_")
-                                                         for t in node.targets))]
-        namespace: dict = {"np": np, "math": math}
-        exec(compile(ast.Module(body=keep, type_ignores=[]), str(BOOK / chapter), "exec"), namespace)
-        return namespace
+    from tools.student import read_chapter
+
+    for sol in read_chapter(BOOK / chapter).solutions.values():
+        for code in sol.code:
+            if f"def {name}(" not in code:
+                continue
+            keep = [node for node in ast.parse(code).body
+                    if isinstance(node, (ast.FunctionDef, ast.Import, ast.ImportFrom))
+                    or (isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id.startswith("my_")
+                                                             for t in node.targets))]
+            namespace: dict = {"np": np, "math": math}
+            exec(compile(ast.Module(body=keep, type_ignores=[]), str(BOOK / chapter), "exec"), namespace)
+            return namespace
     raise AssertionError(f"{chapter} has no solution block defining {name}")
 
 
@@ -85,11 +88,8 @@ def test_exercise_1_3_solution_passes(capsys):
 
 # -- chapter 1 ----------------------------------------------------------------------------------------------------------
 def good_power(F, x0, steps):
-    x = x0 / np.linalg.norm(x0)
-    for _ in range(steps):
-        x = F @ x
-        x = x / np.linalg.norm(x)
-    return x
+    """The book's own solution of exercise 1.1 (read from the chapter), base of the wrong variants below."""
+    return solution("01_power_method.md", "my_power_method")["my_power_method"](F, x0, steps)
 
 
 def test_power_method_rejects_a_forced_sign(capsys):
@@ -151,9 +151,8 @@ def test_head_sum_rejects_O_at_V(capsys):
 
 
 def right_rates(eigvals):
-    plain = np.sort(np.abs(eigvals))[::-1]
-    shifted = np.sort(np.abs(1 + eigvals))[::-1]
-    return plain[1] / plain[0], shifted[1] / shifted[0]
+    """The book's own solution of exercise 1.3 (read from the chapter)."""
+    return solution("01_power_method.md", "my_rates")["my_rates"](eigvals)
 
 
 def test_residual_rates_rejects_lambda_2_in_both(capsys):

@@ -10,7 +10,8 @@ contents manager reads the ``.md`` as a notebook), run with *Run → Run All Cel
 * jupyterlab-myst rendered every markdown cell: the cells use only roles and directives it renders (it
   shows an unknown role such as ``{glue:text}`` as its bare content), and no raw MyST (``{eval}``, ``:::``,
   ``:class:``, a ``(label)=`` target, ...) is visible;
-* every written solution is collapsed (it takes a click to see it), and one click opens it;
+* every written solution is collapsed (it takes a click to see it), and one click opens it; the code cells of a
+  solution are collapsed too (JupyterLab shows their first line, ``# Solution to Exercise N.k``);
 * the ipywidgets panels of chapters 1 and 5 render.
 
 Two chapters run side by side (each in its own lab workspace and kernel). Screenshots of each chapter's
@@ -38,7 +39,9 @@ from tools.site_browser import CHROMIUM, CHROMIUM_ARGS
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 ARTIFACTS = ROOT / "test-artifacts" / "lab"
-CHAPTERS = sorted(p.stem for p in (ROOT / "book").glob("[0-9][0-9]_*.md"))
+#: every chapter; ``SPECTRAL_BOOK_LAB_CHAPTERS=00_layer_spectra,03_real_models`` runs only those (while writing one)
+CHAPTERS = [name for name in sorted(p.stem for p in (ROOT / "book").glob("[0-9][0-9]_*.md"))
+            if name in os.environ.get("SPECTRAL_BOOK_LAB_CHAPTERS", name).split(",")]
 #: chapters whose ipywidgets panel must render (their ``widget_*`` cell runs in the lab)
 WIDGET_CHAPTERS = {"01_power_method", "05_steering_lab"}
 #: seconds a chapter's Run All may take in the lab before a still-running cell fails it
@@ -53,23 +56,26 @@ LAB_SETTINGS = {
 #: raw MyST a rendered markdown cell must not show (math is removed before the search)
 RAW_MYST = re.compile(
     r"\{(?:eval|glue[a-z:]*|admonition|dropdown|code-cell|figure|prf:[a-z]+|numref|ref|doc|cite|math|"
-    r"note|tip|important|warning|list-table|table)\}|^:::|^```|:class:|:label:|^\([\w-]+\)=\s*$",
+    r"note|tip|important|warning|list-table|table|exercise|solution[a-z-]*)\}|^:::|^```|:class:|:label:|^\([\w-]+\)=\s*$",
     re.M,
 )
 
 #: roles and directives jupyterlab-myst renders (seen in the screenshots; ``{cite}`` shows the BibTeX key,
 #: the lab having no bibliography)
-LAB_ROLES = {"eval", "cite", "ref", "numref", "doc", "prf:ref", "math", "sub", "sup", "abbr", "term"}
+LAB_ROLES = {"eval", "cite", "ref", "numref", "doc", "prf:ref", "math", "sub", "sup", "abbr", "term", "eq"}
 LAB_DIRECTIVES = {"admonition", "note", "tip", "important", "warning", "dropdown", "figure", "math", "list-table",
-                  "prf:proposition", "prf:lemma", "prf:theorem", "prf:definition", "prf:proof"}
+                  "prf:proposition", "prf:lemma", "prf:theorem", "prf:definition", "prf:proof",
+                  "exercise", "solution", "solution-start", "solution-end"}
 
+# code cells from the notebook's widgets: a cell whose input is collapsed has no prompt in the DOM, so the
+# execution count comes from the model and "running" from the widget's prompt text (`[*]`)
 _STATE_JS = """() => {
-  const cells = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')];
-  const code = cells.filter(c => c.classList.contains('jp-CodeCell'));
-  const prompts = code.map(c => (c.querySelector('.jp-InputArea-prompt') || {}).textContent || '');
-  return {n_code: code.length, n_cells: cells.length,
+  const panel = window.jupyterapp.shell.currentWidget;
+  const code = panel.content.widgets.filter(c => c.model.type === 'code');
+  const prompts = code.map(c => (c.promptNode && c.promptNode.textContent) || '');
+  return {n_code: code.length, n_cells: panel.content.widgets.length,
           running: prompts.map((p, i) => p.includes('*') ? i : -1).filter(i => i >= 0),
-          done: prompts.filter(p => /\\[\\d+\\]/.test(p)).length};
+          done: code.filter(c => c.model.executionCount !== null).length};
 }"""
 
 # text of each rendered markdown cell, math left out: as the reader sees it (closed <details> left out
@@ -115,11 +121,20 @@ _KERNEL_JS = """() => {
   return kernel ? `${kernel.name}:${kernel.status}` : '';
 }"""
 
-# solutions: jupyterlab-myst renders an admonition with class `dropdown` as <details>
+# solutions: jupyterlab-myst renders a {solution} (or a gated {solution-start}) with class `dropdown` as <details>
 _SOLUTIONS_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell details')]
-  .filter(d => /^\\s*Solution/.test((d.querySelector('summary') || {}).innerText || ''))
+  .filter(d => /^\\s*(Start of )?Solution/.test((d.querySelector('summary') || {}).innerText || ''))
   .map(d => ({open: d.open,
               visible: [...d.children].filter(c => c.tagName !== 'SUMMARY').some(c => c.checkVisibility())}))"""
+
+# code cells of solutions: their input must be collapsed (a placeholder showing the first line)
+_SOLUTION_CODE_JS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  return panel.content.widgets.filter(c => c.model.type === 'code'
+      && c.model.sharedModel.source.startsWith('# Solution to Exercise'))
+    .map(c => ({first: c.model.sharedModel.source.split('\\n')[0], collapsed: c.inputHidden,
+                placeholder: !!c.node.querySelector('.jp-InputPlaceholder'), outputs: c.model.outputs.length}));
+}"""
 
 _WIDGETS_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output')]
   .filter(o => o.querySelector('.jupyter-widgets, .widget-box, .jp-OutputArea-output .widget-slider'))
@@ -144,6 +159,7 @@ class ChapterRun:
     n_eval: int = 0
     eval_problems: list[str] = field(default_factory=list)
     solutions: list[dict] = field(default_factory=list)
+    solution_code: list[dict] = field(default_factory=list)
     solution_opens: bool = False
     widgets: list[dict] = field(default_factory=list)
     failure: str = ""
@@ -267,6 +283,7 @@ def _finish(page, run: ChapterRun) -> None:
             elif " ".join(shown.split()) not in " ".join(markdown[i]["full"].split()):
                 run.eval_problems.append(f"markdown cell {i}: {{eval}}`{e['expression']}` = {shown!r} not shown")
     run.solutions = page.evaluate(_SOLUTIONS_JS)
+    run.solution_code = page.evaluate(_SOLUTION_CODE_JS)
     run.widgets = page.evaluate(_WIDGETS_JS)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.evaluate("() => { const s = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
@@ -277,7 +294,8 @@ def _finish(page, run: ChapterRun) -> None:
     if widget_out.count():
         widget_out.first.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / f"{run.name}_widgets.png"))
-    solution = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell details", has=page.locator("summary", has_text="Solution"))
+    solution = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell details",
+                            has=page.locator("summary", has_text="Solution"))
     if solution.count():
         solution.first.locator("summary").first.click()
         page.wait_for_timeout(300)
@@ -339,8 +357,13 @@ def test_chapter_in_lab(lab_runs, name):
     assert not run.unknown_markup, f"{name}: markup the lab does not render: {run.unknown_markup[:8]}"
     assert not run.eval_problems, f"{name}: {{eval}} in the prose: {run.eval_problems[:8]}"
     assert not run.raw_myst, f"{name}: raw MyST visible in {len(run.raw_myst)} places: {run.raw_myst[:8]}"
-    n_written = (ROOT / "book" / f"{name}.md").read_text(encoding="utf-8").count(":::{admonition} Solution")
+    source = (ROOT / "book" / f"{name}.md").read_text(encoding="utf-8")
+    n_written = len(re.findall(r"^:{3,}\{solution(?:-start)?\}", source, re.M))
     assert len(run.solutions) == n_written, f"{name}: {len(run.solutions)} collapsible solutions, {n_written} written"
+    n_code = len(re.findall(r"^# Solution to Exercise", source, re.M))
+    assert len(run.solution_code) == n_code, f"{name}: {len(run.solution_code)} solution code cells found, {n_code} written"
+    open_code = [c["first"] for c in run.solution_code if not (c["collapsed"] and c["placeholder"]) or c["outputs"]]
+    assert not open_code, f"{name}: solution code (or its output) shown without a click: {open_code}"
     shown = [i for i, s in enumerate(run.solutions) if s["open"] or s["visible"]]
     assert not shown, f"{name}: solutions {shown} visible without a click"
     if run.solutions:

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib import plotting
+import lib
+from lib.page import plotting
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -24,9 +25,9 @@ def _chart() -> alt.Chart:
 
 
 def test_renderer_choice(monkeypatch):
-    monkeypatch.setenv(plotting.BOOK_BUILD_ENV, "1")
+    monkeypatch.setenv(lib.BOOK_BUILD_ENV, "1")
     assert plotting.configure_renderer() == "html"
-    monkeypatch.delenv(plotting.BOOK_BUILD_ENV)
+    monkeypatch.delenv(lib.BOOK_BUILD_ENV)
     assert plotting.configure_renderer() == plotting.OFFLINE_RENDERER
 
 
@@ -73,11 +74,11 @@ def test_progress_bars_are_silent_in_the_book_build(monkeypatch, capsys):
 
     from lib.progress import progress
 
-    monkeypatch.setenv(plotting.BOOK_BUILD_ENV, "1")
+    monkeypatch.setenv(lib.BOOK_BUILD_ENV, "1")
     bar = progress(range(3), desc="work")
     assert type(bar) is tqdm.std.tqdm and list(bar) == [0, 1, 2]
     assert "work" not in capsys.readouterr().err
-    monkeypatch.delenv(plotting.BOOK_BUILD_ENV)
+    monkeypatch.delenv(lib.BOOK_BUILD_ENV)
     import tqdm.auto
 
     assert isinstance(progress(range(3), disable=True), tqdm.auto.tqdm)
@@ -98,7 +99,7 @@ def test_long_subtitles_wrap_and_model_labels_are_never_cut():
 
 def test_coupling_chart_panels_show_only_their_own_model():
     """Each facet panel is that model's rows: no layer keeps data of its own inside the facet."""
-    from lib import funnel_plots
+    from lib.page import funnel_plots
 
     df = pd.DataFrame({"model": ["A", "A", "B", "B"], "series": ["trained"] * 4, "layer": [1, 2, 1, 2],
                        "depth": [0.5, 1.0, 0.5, 1.0], "r_s": [0.1, 0.2, -0.1, -0.2], "q": [0.01, 0.5, 0.01, 0.5],
@@ -115,3 +116,47 @@ def test_titled_and_side_by_side_charts_carry_a_description():
     both = plotting.side_by_side(a, b, vertical=True).to_dict()
     assert both["description"] == "Panel 1: Error against depth, for toy (d = 8). Panel 2: Two points."
     assert "vconcat" in both and both["resolve"]["scale"] == {"color": "independent", "opacity": "independent"}
+
+
+# Machado, Oliveira & Fernandes (2009), severity 1.0, applied to linear RGB
+_CVD = {
+    "protanopia": [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216], [-0.003882, -0.048116, 1.051998]],
+    "deuteranopia": [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413], [-0.011820, 0.042940, 0.968881]],
+    "tritanopia": [[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602], [0.004733, 0.691367, 0.303900]],
+}
+
+
+def _lab(hex_colour: str, cvd: str | None = None) -> np.ndarray:
+    """CIELAB (D65) of an sRGB colour, as seen with a colour-vision deficiency ``cvd`` (or normal vision)."""
+    srgb = np.array([int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+    lin = np.where(srgb <= 0.04045, srgb / 12.92, ((srgb + 0.055) / 1.055) ** 2.4)
+    if cvd:
+        lin = np.clip(np.array(_CVD[cvd]) @ lin, 0, 1)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ lin
+    xyz /= np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+@pytest.mark.parametrize("cvd", [None, *_CVD])
+def test_trained_and_random_init_stay_apart_for_colour_blind_readers(cvd):
+    """Trained (blue) against every random-init colour: a CIELAB difference of at least 30 under normal
+    vision and each simulated dichromacy (an obvious difference is about 10)."""
+    for rnd in plotting.RANDOM_COLORS:
+        d = np.linalg.norm(_lab(plotting.TRAINED_COLOR, cvd) - _lab(rnd, cvd))
+        assert d >= 30, f"{cvd or 'normal vision'}: trained {plotting.TRAINED_COLOR} vs random {rnd}: ΔE = {d:.1f}"
+
+
+def test_the_lab_colour_simulation_matches_a_known_value():
+    """Sanity of the test's colour maths: pure red under deuteranopia turns olive-brown (L* about 40-60,
+    b* > 0), and a colour against itself differs by 0."""
+    red = _lab("#ff0000", "deuteranopia")
+    assert 40 < red[0] < 65 and red[2] > 20
+    assert np.linalg.norm(_lab("#0072B2") - _lab("#0072B2")) == 0
+
+
+def test_model_palette_gives_trained_and_twins_fixed_colours():
+    domain, colours = plotting.model_palette(["toy", "x (trained)", "x (random init, seed 1)", "random 2", "x (trained)"])
+    assert domain == ["toy", "x (trained)", "x (random init, seed 1)", "random 2"]
+    assert colours == [plotting.OTHER_COLORS[0], plotting.TRAINED_COLOR, *plotting.RANDOM_COLORS[:2]]
+    assert plotting.model_kind("random direction") is None and plotting.model_kind("random init") == "random"

@@ -11,6 +11,7 @@ def _lib_modules() -> set[str]:
     lib = ROOT / "lib"
     names = {p.stem for p in lib.glob("*.py") if p.stem != "__init__"}
     names |= {f"{p.parent.name}/" for p in lib.glob("*/__init__.py")}
+    names |= {f"page/{p.stem}" for p in (lib / "page").glob("*.py") if p.stem != "__init__"}
     return names
 
 

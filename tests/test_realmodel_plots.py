@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from lib import realmodel_plots as rp
+from lib.page import realmodel_plots as rp
 
 
 def _fields(chart) -> set[str]:

@@ -445,7 +445,8 @@ def test_v_edit_is_not_the_o_edit_in_a_real_multi_head_pass(minilm):
 def test_widget_lab_builds_and_the_matrix_toggle_reruns(capsys):
     """The JupyterLab panel (no kernel needed to build it): toggling O → V re-runs the lab with the V-edit."""
     from lib.decoder import language
-    from lib.steering_lab import Lab, widget_lab
+    from lib.page.steering_plots import widget_lab
+    from lib.steering_lab import Lab
 
     model = lib.load_model("book-decoder", with_lm_head=True)
     lab = Lab(model, language.prompts(2), prompt="the dog")
@@ -461,17 +462,17 @@ def test_lab_output_text_is_wrapped_not_cut():
     """The lab's output line (nearest tokens or a continuation) wraps inside its panel."""
     import pandas as pd
 
-    from lib import steering_lab
+    from lib.page import steering_plots
 
     long = "nearest tokens: " + " ".join(["wonders familiar experience stuff"] * 6) + " · cos(sentence, u) = +0.12"
     curves = pd.DataFrame({"depth": [0, 1], "alignment": [0.1, 0.2], "series": ["real", "real"]})
     eigs = pd.DataFrame({"re": [1.0], "im": [0.0], "k": [0]})
-    spec = steering_lab._panels(curves, eigs, pd.DataFrame({"text": [long]}), where=None, params=(),
+    spec = steering_plots._panels(curves, eigs, pd.DataFrame({"text": [long]}), where=None, params=(),
                                 n_layers=1, baseline=0.1).to_dict()
     panel = spec["vconcat"][1]
     text = spec["datasets"][panel["data"]["name"]][0]["text"]
     lines = text.split("\n")
-    assert len(lines) > 1 and all(len(line) <= steering_lab.TEXT_CHARS for line in lines)
+    assert len(lines) > 1 and all(len(line) <= steering_plots.TEXT_CHARS for line in lines)
     assert " ".join(lines) == long
     assert panel["mark"]["lineBreak"] == "\n" and panel["height"] >= 16 * len(lines)
 

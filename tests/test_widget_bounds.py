@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import lib
-from lib import explorer
+from lib.page import explorer
 
 
 @pytest.mark.parametrize(

@@ -241,10 +241,28 @@ def read_chapter(path: str | Path) -> Chapter:
         else:
             sol.code.extend(_python_blocks(p.cell.source))
             sol.markdown.append(p.cell.source)
+    for sol in solutions.values():
+        sol.markdown = _ungated(sol.markdown)
     title = next((line[2:].strip() for c in nb.cells if c.cell_type == "markdown"
                   for line in c.source.split("\n") if line.startswith("# ")), path.stem)
     number = re.match(r"\d*", path.stem).group(0).lstrip("0") or "0"
     return Chapter(path, number, title, nb, pieces, solutions)
+
+
+def _ungated(parts: list[str]) -> list[str]:
+    """A ``{solution-start}`` … ``{solution-end}`` region's markdown (its start, its code as python fences, its
+    end) as one ``{solution}`` block, which renders alone in a notebook cell; other solutions unchanged."""
+    first = parts[0].split("\n") if parts else []
+    m = _FENCE.match(first[0]) if first else None
+    if m is None or _solution_kind(m["info"]) != "solution-start":
+        return parts
+    fence = m["fence"]
+    head = [first[0].replace("{solution-start}", "{solution}", 1)]
+    end = _closing(first, 0, fence)
+    head += first[1:end if end is not None else len(first)]
+    rest = [part for part in parts[1:] if not _FENCE.match(part.split("\n")[0] or "")
+            or _solution_kind(_FENCE.match(part.split("\n")[0])["info"]) != "solution-end"]
+    return ["\n\n".join(["\n".join(head).rstrip(), *rest, fence])]
 
 
 # ---------------------------------------------------------------------------------------------------------

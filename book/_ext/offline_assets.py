@@ -2,7 +2,7 @@
 
 * **Vega.** Altair's ``html`` renderer loads Vega, Vega-Lite and Vega-Embed from a CDN unless
   ``window.VEGA_DEBUG`` already records their versions and a global ``vegaEmbed`` exists. At build
-  time we write :func:`lib.plotting.vega_bundle_script` to one local script and load it in every
+  time we write :func:`lib.page.plotting.vega_bundle_script` to one local script and load it in every
   page's ``<head>`` before any chart.
 * **Notebooks.** The download button offers every chapter as an executed ``.ipynb``.
 * **MathJax.** ``make vendor`` unpacks MathJax 3 from the npm registry into ``.vendor/mathjax``;
@@ -18,7 +18,7 @@ from pathlib import Path
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 
-from lib.plotting import vega_bundle_script
+from lib.page.plotting import vega_bundle_script
 
 VEGA_SCRIPT = "vega-offline.js"
 MATHJAX_ENTRY = "mathjax/tex-mml-chtml.js"

@@ -8,6 +8,7 @@ mistake, and returns ``True`` only if every case passed. Your function's own err
 shown under the case with the lines of your code, apart from the checker's words; a ``None`` result and
 a wrong shape or type are named.
 
+* chapter 0 (:mod:`.ch0`): :func:`check_spectral_summary`, :func:`check_rank_bound`, :func:`check_energy_ratio`
 * chapter 1 (:mod:`.ch1`): :func:`check_power_method`, :func:`check_head_sum`, :func:`check_residual_rates`
 * chapter 2 (:mod:`.ch2`): :func:`check_steps_needed`, :func:`check_bipartite_condition`,
   :func:`check_linearization_radius`
@@ -20,6 +21,7 @@ a wrong shape or type are named.
 
 from __future__ import annotations
 
+from lib.exercises.ch0 import check_energy_ratio, check_rank_bound, check_spectral_summary
 from lib.exercises.ch1 import check_head_sum, check_power_method, check_residual_rates
 from lib.exercises.ch2 import check_bipartite_condition, check_linearization_radius, check_steps_needed
 from lib.exercises.ch3 import check_gamma_rho
@@ -31,14 +33,17 @@ __all__ = [
     "check_attention_path",
     "check_bipartite_condition",
     "check_effective_rank",
+    "check_energy_ratio",
     "check_gamma_rho",
     "check_head_sum",
     "check_linearization_radius",
     "check_power_method",
     "check_principal_angles",
+    "check_rank_bound",
     "check_relative_update",
     "check_residual_rates",
     "check_schur_normal",
+    "check_spectral_summary",
     "check_steering_w",
     "check_steps_needed",
 ]

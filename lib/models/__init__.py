@@ -12,6 +12,7 @@ import torch
 from lib.models.families import FAMILIES
 from lib.models.loading import OFFLINE_ALIASES, SUPPORTED_FAMILIES, check_minilm_config, load_hf, resolve_source
 from lib.models.spectral_model import Layer, SpectralModel
+from lib.models.twins import Twins, load_twins
 from lib.models.weights import AttentionWeights, expand_kv
 
 __all__ = [
@@ -21,8 +22,10 @@ __all__ = [
     "AttentionWeights",
     "Layer",
     "SpectralModel",
+    "Twins",
     "expand_kv",
     "load_model",
+    "load_twins",
 ]
 
 

@@ -1,7 +1,7 @@
 """Altair figure builders for chapters 1 and 2 (the power method and shared-weight theory).
 
 Every builder takes long-format data (one row per point) and a ``model`` label that
-:func:`lib.plotting.titled` puts in the subtitle (for toys: ``"toy matrix, d=48, seed 0"``).
+:func:`lib.page.plotting.titled` puts in the subtitle (for toys: ``"toy matrix, d=48, seed 0"``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from lib.plotting import titled
+from lib.page.plotting import titled
 
 __all__ = ["convergence_chart", "line_chart", "plane_orbit_chart", "toy_label"]
 

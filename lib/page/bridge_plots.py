@@ -10,7 +10,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from lib.plotting import titled
+from lib.page.plotting import titled
 
 __all__ = ["angle_chart", "context_chart", "gamma_chart", "perturbation_chart", "rates_chart", "share_chart",
            "steering_chart"]

@@ -25,7 +25,7 @@ import torch
 
 from lib import dynamics, power, spectra, toys
 from lib.errors import InputError
-from lib.plotting import titled
+from lib.page.plotting import titled
 
 __all__ = ["GRID", "check_explorer_args", "explore_run", "explorer_chart", "static_explorer", "widget_explorer"]
 

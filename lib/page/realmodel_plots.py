@@ -1,7 +1,7 @@
 """Altair builders for chapter 3 (real-model experiments).
 
 Every builder takes the long-format tables of :mod:`lib.alignment_stats` / :mod:`lib.real_models` and a
-``model`` label that :func:`lib.plotting.titled` puts in the subtitle.
+``model`` label that :func:`lib.page.plotting.titled` puts in the subtitle.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from lib.plotting import titled
+from lib.page.plotting import titled
 
 __all__ = ["convergence_chart", "cross_layer_chart", "depth_profile_chart", "gamma_rho_chart", "spectrum_summary_chart"]
 

@@ -6,7 +6,7 @@ Every figure in the book says which model made it: pass ``model=`` (a model labe
 
 from __future__ import annotations
 
-import os
+import re
 import textwrap
 import uuid
 from collections.abc import Sequence
@@ -16,10 +16,12 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-__all__ = ["BOOK_THEME", "OFFLINE_RENDERER", "SUBTITLE_CHARS", "configure_renderer", "eigenvalue_chart",
+from lib import in_book_build
+
+__all__ = ["BOOK_THEME", "NULL_COLOR", "OFFLINE_RENDERER", "OTHER_COLORS", "RANDOM_COLORS", "SUBTITLE_CHARS",
+           "TRAINED_COLOR", "configure_renderer", "eigenvalue_chart", "model_color", "model_kind", "model_palette",
            "side_by_side", "titled", "unit_circle", "vega_bundle_script"]
 
-BOOK_BUILD_ENV = "SPECTRAL_BOOK_BUILD"
 OFFLINE_RENDERER = "spectral-offline"
 
 
@@ -76,6 +78,58 @@ class _OfflineHtmlRenderer:
 
 alt.renderers.register(OFFLINE_RENDERER, _OfflineHtmlRenderer())
 
+# -- one colour for trained weights, one family for random init, in every chapter ----------------------------
+# Okabe & Ito's colour-blind-safe palette: blue against orange/vermillion/purple stays apart under
+# deuteranopia, protanopia and tritanopia (tests/test_plotting.py simulates each).
+TRAINED_COLOR = "#0072B2"
+"""Trained weights, in every chart of the book (Okabe–Ito blue)."""
+RANDOM_COLORS = ("#E69F00", "#D55E00", "#8C510A")
+"""Random-init twins, seed by seed (Okabe–Ito orange and vermillion, then brown; repeated beyond three)."""
+OTHER_COLORS = ("#009E73", "#56B4E9", "#CC79A7", "#000000", "#999999")
+"""Any other series of a chart that also shows models (toys, real checkpoints): Okabe–Ito's other colours."""
+NULL_COLOR = "#9E9E9E"
+"""Null bands, chance levels and other references drawn behind the data."""
+_TRAINED = re.compile(r"\btrained\b", re.I)
+_RANDOM = re.compile(r"\brandom(?:[- ]init\b|[- ]initiali[sz]\w*|\s+(?:twin|seed)\b|\s+\d+\b)", re.I)
+
+
+def model_kind(label: object) -> str | None:
+    """``"trained"``, ``"random"`` (a random-init twin) or ``None`` for a series label such as
+    ``"all-MiniLM-L6-v2 (trained)"``, ``"random init, seed 1"``, ``"random 2"`` or ``"toy F"``."""
+    text = str(label)
+    if _RANDOM.search(text):
+        return "random"
+    return "trained" if _TRAINED.search(text) else None
+
+
+def model_palette(labels: Sequence[object]) -> tuple[list[str], list[str]]:
+    """``(domain, range)`` of a colour scale over ``labels`` (order kept, duplicates dropped): trained series
+    in :data:`TRAINED_COLOR`, the random-init twins in :data:`RANDOM_COLORS` in order, the others in
+    :data:`OTHER_COLORS`."""
+    domain = [str(x) for x in dict.fromkeys(labels)]
+    n_random = n_other = 0
+    colours = []
+    for label in domain:
+        kind = model_kind(label)
+        if kind == "trained":
+            colours.append(TRAINED_COLOR)
+        elif kind == "random":
+            colours.append(RANDOM_COLORS[n_random % len(RANDOM_COLORS)])
+            n_random += 1
+        else:
+            colours.append(OTHER_COLORS[n_other % len(OTHER_COLORS)])
+            n_other += 1
+    return domain, colours
+
+
+def model_color(field: str, labels: Sequence[object], *, title: str | None = None,
+                legend: alt.Legend | None | object = alt.Undefined) -> alt.Color:
+    """A nominal colour encoding of ``field`` whose scale follows :func:`model_palette` over ``labels``
+    (the values the chart draws, in legend order). Every chart that tells trained from random init uses it."""
+    domain, colours = model_palette(labels)
+    return alt.Color(f"{field}:N", title=title, scale=alt.Scale(domain=domain, range=colours), legend=legend)
+
+
 BOOK_THEME = "spectral-book"
 SUBTITLE_CHARS = 96
 """Subtitle lines are wrapped at this many characters (about 560 px at Vega's 11 px subtitle font), so
@@ -98,7 +152,7 @@ def configure_renderer() -> str:
       the Vega scripts itself (``book/_ext/offline_assets.py``), so pages work offline.
     * Elsewhere (JupyterLab) the :data:`OFFLINE_RENDERER`, whose first chart carries the scripts.
     """
-    name = "html" if os.environ.get(BOOK_BUILD_ENV) == "1" else OFFLINE_RENDERER
+    name = "html" if in_book_build() else OFFLINE_RENDERER
     alt.renderers.enable(name)
     alt.data_transformers.disable_max_rows()
     return name

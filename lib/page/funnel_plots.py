@@ -10,7 +10,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from lib.plotting import titled
+from lib.page.plotting import titled
 
 __all__ = [
     "community_graph_chart",
