@@ -18,7 +18,7 @@ import pandas as pd
 
 from lib import in_book_build
 
-__all__ = ["BOOK_THEME", "NULL_COLOR", "OFFLINE_RENDERER", "OTHER_COLORS", "RANDOM_COLORS", "SUBTITLE_CHARS",
+__all__ = ["BOOK_THEME", "EIGEN_COLORS", "NULL_COLOR", "OFFLINE_RENDERER", "OTHER_COLORS", "RANDOM_COLORS", "SUBTITLE_CHARS",
            "TRAINED_COLOR", "configure_renderer", "eigenvalue_chart", "model_color", "model_kind", "model_palette",
            "side_by_side", "titled", "unit_circle", "vega_bundle_script"]
 
@@ -87,6 +87,8 @@ RANDOM_COLORS = ("#E69F00", "#D55E00", "#8C510A")
 """Random-init twins, seed by seed (Okabe–Ito orange and vermillion, then brown; repeated beyond three)."""
 OTHER_COLORS = ("#009E73", "#56B4E9", "#CC79A7", "#000000", "#999999")
 """Any other series of a chart that also shows models (toys, real checkpoints): Okabe–Ito's other colours."""
+EIGEN_COLORS = ("#000000", "#009E73", "#999999")
+"""Eigenvalue clouds: λ₁ (black), complex (green) and real (grey) eigenvalues, apart from the model colours."""
 NULL_COLOR = "#9E9E9E"
 """Null bands, chance levels and other references drawn behind the data."""
 _TRAINED = re.compile(r"\btrained\b", re.I)
@@ -243,7 +245,7 @@ def eigenvalue_chart(
             y=alt.Y("im:Q", title=f"Im λ {axis_title}".strip()),
             color=alt.Color(
                 "kind:N",
-                scale=alt.Scale(domain=["λ₁", "complex", "real"], range=["#d62728", "#1f77b4", "#ff7f0e"]),
+                scale=alt.Scale(domain=["λ₁", "complex", "real"], range=list(EIGEN_COLORS)),
                 title="eigenvalue",
                 legend=alt.Legend(orient="bottom", direction="horizontal"),
             ),
