@@ -2,7 +2,8 @@
 on a two-chapter sample book whose numbers are known.
 
 The sample book's chapter 3 shows two figures and refers to both, has two exercises (one with a gated
-solution whose text sits in the ``{solution-start}`` directive); its chapter 5 has one figure. On the site the
+solution whose text sits in the ``{solution-start}`` directive) and an equation; its chapter 5 has one figure
+and one equation, which must be (1) again. On the site the
 figures must read "Fig. 3.1", "Fig. 3.2" and "Fig. 5.1" (per chapter, not through the book), the prose's
 ``{eval}`` must link to them with that text, the exercises must read "Exercise 3.1" and "Exercise 3.2", and
 the gated solution must keep its text. A wrong ``:enumerator:`` must fail the build.
@@ -79,7 +80,9 @@ kernelspec:
 CHAPTER_3 = HEADER + textwrap.dedent('''
     # 3. Sample
 
-    See {eval}`fig_line` and {eval}`fig_dots`, and {numref}`ex-one`.
+    See {eval}`fig_line` and {eval}`fig_dots`, and {numref}`ex-one`, and {eq}`eq-a`.
+
+    $$ a = 1 $$ (eq-a)
 
     ```{code-cell} ipython3
     import lib, altair as alt, pandas as pd
@@ -131,7 +134,9 @@ CHAPTER_3 = HEADER + textwrap.dedent('''
 CHAPTER_5 = HEADER + textwrap.dedent('''
     # 5. Another
 
-    As {eval}`fig_only` shows.
+    As {eval}`fig_only` shows, and {eq}`eq-b`.
+
+    $$ b = 2 $$ (eq-b)
 
     ```{code-cell} ipython3
     import lib, altair as alt, pandas as pd
@@ -184,6 +189,8 @@ def test_the_site_numbers_figures_and_exercises_per_chapter(tmp_path):
     assert "spectral-book-caption" not in str(soup.select("figure"))  # the lab's caption paragraph is gone
     other = (tmp_path / "_build" / "html" / "book" / "05_another.html").read_text(encoding="utf-8")
     assert "Fig. 5.1" in other
+    # equations from (1) on every page, as JupyterLab numbers a notebook's (Sphinx alone: (1), then (2))
+    assert "(1)" in soup.select_one("div.math").get_text() and 'class="eqno">(1)' in other
 
 
 @pytest.mark.slow

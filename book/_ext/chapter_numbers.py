@@ -3,8 +3,9 @@
 The chapters' numbers are in their file names (``book/03_real_models.md`` is chapter 3; chapter 0 exists), not
 in a numbered toctree, so Sphinx alone would number figures and exercises through the whole book. After
 Sphinx has assigned its numbers (``env-get-updated``), this extension renumbers the figures and the
-exercises of every chapter ``N`` as ``(N, 1), (N, 2), ...`` in page order; other pages and other kinds of
-node (proofs, equations) keep Sphinx's numbers.
+exercises of every chapter ``N`` as ``(N, 1), (N, 2), ...`` in page order, and its numbered equations as
+``(1), (2), ...`` from the top of the page (JupyterLab numbers a notebook's equations from 1, and Sphinx would
+number them through the whole book); other pages and other kinds of node (proofs) keep Sphinx's numbers.
 
 JupyterLab numbers a notebook's exercises from 1; a chapter therefore writes each exercise's number as
 ``:enumerator: 3.1``, which jupyterlab-myst shows and sphinx-exercise is taught to accept here. The build
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 CHAPTER = re.compile(r"^book/(\d{2})_[^/]+$")
 RENUMBERED = ("figure", "exercise")
+EQUATIONS = "displaymath"
 
 
 def chapter_of(docname: str) -> int | None:
@@ -43,29 +45,34 @@ def chapter_of(docname: str) -> int | None:
 
 
 def _figtype(env: BuildEnvironment, node: nodes.Node) -> str | None:
-    """The enumerable type Sphinx gives ``node`` (``None`` for an uncaptioned figure, as in Sphinx)."""
-    std = env.get_domain("std")
-    figtype = std.get_enumerable_node_type(node)
-    if figtype == "figure" and not std.get_numfig_title(node):
-        return None
-    return figtype
+    """The enumerable type a domain gives ``node``, as Sphinx's own numbering finds it (an uncaptioned
+    node of the standard domain has none)."""
+    for domain in env.domains.values():
+        figtype = domain.get_enumerable_node_type(node)
+        if domain.name == "std" and figtype and not domain.get_numfig_title(node):
+            continue
+        if figtype:
+            return figtype
+    return None
 
 
 def renumber(app: Sphinx, env: BuildEnvironment) -> list[str]:
-    """Replace Sphinx's figure and exercise numbers of every chapter by ``(chapter, k)``."""
+    """Replace Sphinx's figure and exercise numbers of every chapter by ``(chapter, k)``, its equation
+    numbers by ``(k,)``."""
     for docname in sorted(env.found_docs):
         chapter = chapter_of(docname)
         if chapter is None or docname not in env.all_docs:
             continue
         numbers = env.toc_fignumbers.setdefault(docname, {})
-        for figtype in RENUMBERED:
+        for figtype in (*RENUMBERED, EQUATIONS):
             numbers.pop(figtype, None)
         counts: Counter[str] = Counter()
         for node in env.get_doctree(docname).findall(nodes.Element):
             figtype = _figtype(env, node)
-            if figtype in RENUMBERED and node["ids"]:
+            if figtype in (*RENUMBERED, EQUATIONS) and node["ids"]:
                 counts[figtype] += 1
-                numbers.setdefault(figtype, {})[node["ids"][0]] = (chapter, counts[figtype])
+                prefix = () if figtype == EQUATIONS else (chapter,)
+                numbers.setdefault(figtype, {})[node["ids"][0]] = (*prefix, counts[figtype])
     return []
 
 
