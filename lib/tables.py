@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-__all__ = ["BREAK", "Dropdown", "breakable", "dropdown_table", "interval_text", "page_table", "value_range"]
+__all__ = ["BREAK", "Dropdown", "breakable", "dropdown_table", "interval_text", "p_text", "page_table", "text_columns",
+           "value_range"]
 
 BREAK = "\u200b"
 """Zero-width space: a line-break opportunity that renders as nothing."""
@@ -58,6 +59,7 @@ def page_table(data: pd.DataFrame | Styler, precision: int | None = 3, *, index:
             sty = data.style.format(formats, na_rep="–", escape="html")
         if not index:
             sty = sty.hide(axis="index")
+    sty = sty.format_index(lambda label: html.escape(str(label), quote=False), axis="index")
     return sty.format_index(lambda label: html.escape(breakable(label), quote=False), axis="columns")
 
 
@@ -69,7 +71,7 @@ class Dropdown:
         self.summary, self.body = summary, body
 
     def _repr_html_(self) -> str:
-        return (f'<details class="spectral-book-table"><summary style="cursor:pointer">{html.escape(self.summary)}'
+        return (f'<details class="spectral-book-table"><summary style="cursor:pointer;display:list-item">{html.escape(self.summary)}'
                 f"</summary>\n{self.body}\n</details>")
 
     def __repr__(self) -> str:
@@ -115,3 +117,21 @@ def interval_text(lo: object, hi: object, fmt: str = ".3f") -> list[str]:
     if los.shape != his.shape:
         raise ValueError(f"lo and hi differ in length: {los.size} and {his.size}")
     return ["–" if np.isnan(a) or np.isnan(b) else f"{a:{fmt}}–{b:{fmt}}" for a, b in zip(los, his)]
+
+
+def p_text(p: float, draws: int = 1000) -> str:
+    """An empirical p-value for the prose, ``"0.0312"``; at its smallest possible value ``1/(draws+1)``
+    (no null draw reached the observation) it says so: ``"0.0010, no draw of 1000 as high"``."""
+    return f"{p:.4f}" + (f", no draw of {draws} as high" if p <= 1 / (draws + 1) + 1e-12 else "")
+
+
+def text_columns(frame: pd.DataFrame, columns: dict[str, tuple[str, str]]) -> pd.DataFrame:
+    """A table for the page from ``frame``: ``columns`` maps each readable label to ``(column, format)``, the
+    column formatted as text with that format spec (one precision per quantity; ``""`` keeps the values).
+
+    Example:
+        >>> text_columns(pd.DataFrame({"r_s": [0.123, -0.2]}), {"coupling": ("r_s", "+.2f")})["coupling"].tolist()
+        ['+0.12', '-0.20']
+    """
+    return pd.DataFrame({label: (list(frame[col]) if not fmt else [format(v, fmt) for v in frame[col]])
+                         for label, (col, fmt) in columns.items()})

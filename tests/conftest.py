@@ -76,6 +76,29 @@ def wide_dir(tmp_path_factory):
     return make
 
 
+@pytest.fixture(scope="module")
+def steering_one_thread():
+    """Steering tests run with one BLAS and torch thread (``lib.steering.one_thread``), module by module."""
+    from lib import steering
+
+    with steering.one_thread():
+        yield
+
+
+MYST_HEADER = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+"""
+"""The jupytext header of a MyST chapter, for the sample chapters of tests."""
+
+
 def toc_pages() -> list[str]:
     """Every page of the table of contents, as ``book/<name>`` without suffix, in order."""
     from lib.build_info import toc_pages as pages

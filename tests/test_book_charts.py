@@ -22,20 +22,26 @@ pytestmark = pytest.mark.slow
 NOTEBOOK_PAGES = [p for p in toc_pages() if is_notebook(ROOT / f"{p}.md")]
 
 
-def _chart_specs(built_site, page: str) -> list[dict]:
-    """The Vega-Lite spec of every Altair chart of ``page`` as the build executed it (Altair's HTML
-    output ends with ``})(<spec>, <embed options>);``)."""
+def _chart_outputs(built_site, page: str) -> list[str]:
+    """The HTML of every output of ``page`` that draws an Altair chart."""
     import jupytext
 
     nb = jupytext.read(built_site.parent / "jupyter_execute" / f"{page}.ipynb")
-    specs = []
+    outs = []
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             html = out.get("data", {}).get("text/html", "")
             html = "".join(html) if isinstance(html, list) else html
             if "altair-viz" in html:
-                specs.append(json.JSONDecoder().raw_decode(html[html.rfind("})(") + 3:])[0])
-    return specs
+                outs.append(html)
+    return outs
+
+
+def _chart_specs(built_site, page: str) -> list[dict]:
+    """The Vega-Lite spec of every Altair chart of ``page`` as the build executed it (Altair's HTML
+    output ends with ``})(<spec>, <embed options>);``)."""
+    return [json.JSONDecoder().raw_decode(html[html.rfind("})(") + 3:])[0]
+            for html in _chart_outputs(built_site, page)]
 
 
 def _nodes(obj) -> Iterator[dict]:
@@ -132,21 +138,6 @@ def test_no_layer_borrows_a_category_colour(built_site, page):
 
 
 # -- figures and the book's style (issue #17) -------------------------------------------------------------------------
-def _chart_outputs(built_site, page: str) -> list[str]:
-    """The HTML of every output of ``page`` that draws an Altair chart."""
-    import jupytext
-
-    nb = jupytext.read(built_site.parent / "jupyter_execute" / f"{page}.ipynb")
-    outs = []
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            html = out.get("data", {}).get("text/html", "")
-            html = "".join(html) if isinstance(html, list) else html
-            if "altair-viz" in html:
-                outs.append(html)
-    return outs
-
-
 CHAPTER_PAGES = [p for p in NOTEBOOK_PAGES if p.split("/")[-1][:2].isdigit()]
 
 

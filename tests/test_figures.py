@@ -19,7 +19,7 @@ import textwrap
 import altair as alt
 import pandas as pd
 import pytest
-from conftest import ROOT
+from conftest import MYST_HEADER, ROOT
 
 from lib.errors import InputError
 from lib.page import figures
@@ -65,17 +65,7 @@ def test_bad_figure_calls_say_what_to_do():
         figures.figure(_chart(), "ok", "x")
 
 
-HEADER = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-"""
+HEADER = MYST_HEADER
 
 CHAPTER_3 = HEADER + textwrap.dedent('''
     # 3. Sample

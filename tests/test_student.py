@@ -23,23 +23,14 @@ from types import SimpleNamespace
 import jupytext
 import nbformat
 import pytest
+from conftest import MYST_HEADER
 
 from tools.student import (BEGIN_SOLUTION, END_SOLUTION, EditionError, editions, main, read_chapter,
                            write_editions)
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(ROOT.glob("book/[0-9][0-9]_*.md"))
-HEADER = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-
+HEADER = MYST_HEADER + """
 # 9. A synthetic chapter
 
 Some prose.

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.tables import BREAK, breakable, interval_text, page_table, value_range
+from lib.tables import BREAK, breakable, dropdown_table, interval_text, page_table, value_range
 
 
 def test_column_names_get_a_break_opportunity_after_each_underscore():
@@ -57,3 +57,16 @@ def test_interval_text_one_text_per_pair():
     assert interval_text(pd.Series([1.0]), pd.Series([2.0]), ".1f") == ["1.0–2.0"]
     with pytest.raises(ValueError):
         interval_text([1.0], [1.0, 2.0])
+
+
+def test_row_labels_are_escaped_too():
+    """A table shown with its index: a row label ``|<v₁', u>|`` must reach the page, not vanish as a tag."""
+    df = pd.DataFrame({"value": [0.5]}, index=["|<v₁', u>|"])
+    out = page_table(df, index=True).to_html()
+    assert "|&lt;v₁', u&gt;|" in out and "<v₁'" not in out
+
+
+def test_dropdown_table_is_closed_html_with_its_summary():
+    box = dropdown_table(pd.DataFrame({"a b": [1.5]}), "The numbers of Fig. 3.2")._repr_html_()
+    assert box.startswith('<details class="spectral-book-table">') and "open" not in box.split(">")[0]
+    assert "The numbers of Fig. 3.2</summary>" in box and "<table" in box

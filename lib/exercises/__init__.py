@@ -10,11 +10,14 @@ a wrong shape or type are named.
 
 * chapter 0 (:mod:`.ch0`): :func:`check_spectral_summary`, :func:`check_rank_bound`, :func:`check_energy_ratio`
 * chapter 1 (:mod:`.ch1`): :func:`check_power_method`, :func:`check_head_sum`, :func:`check_residual_rates`
-* chapter 2 (:mod:`.ch2`): :func:`check_steps_needed`, :func:`check_bipartite_condition`,
-  :func:`check_linearization_radius`
-* chapter 3 (:mod:`.ch3`): :func:`check_gamma_rho`
-* chapter 4 (:mod:`.ch4`): :func:`check_effective_rank`, :func:`check_schur_normal`
-* chapter 5 (:mod:`.ch5`): :func:`check_steering_w`
+* chapter 2 (:mod:`.ch2`): :func:`check_steps_needed`, :func:`check_causal_bipartite`,
+  :func:`check_residual_radius` (the chapter's exercises); :func:`check_bipartite_condition` and
+  :func:`check_linearization_radius` check its propositions' own statements
+* chapter 3 (:mod:`.ch3`): :func:`check_gamma_rho`, :func:`check_token_shift`, :func:`check_span_ratio`,
+  :func:`check_null_layers`
+* chapter 4 (:mod:`.ch4`): :func:`check_effective_rank`, :func:`check_schur_normal`,
+  :func:`check_complex_fractions`, :func:`check_truncated_funnel`
+* chapter 5 (:mod:`.ch5`): :func:`check_steering_w`, :func:`check_sign_variant`
 * chapter 6 (:mod:`.ch6`): :func:`check_attention_path`, :func:`check_principal_angles`,
   :func:`check_relative_update`
 """
@@ -23,27 +26,37 @@ from __future__ import annotations
 
 from lib.exercises.ch0 import check_energy_ratio, check_rank_bound, check_spectral_summary
 from lib.exercises.ch1 import check_head_sum, check_power_method, check_residual_rates
-from lib.exercises.ch2 import check_bipartite_condition, check_linearization_radius, check_steps_needed
-from lib.exercises.ch3 import check_gamma_rho
-from lib.exercises.ch4 import check_effective_rank, check_schur_normal
-from lib.exercises.ch5 import check_steering_w
+from lib.exercises.ch2 import (check_bipartite_condition, check_causal_bipartite, check_linearization_radius,
+                               check_residual_radius, check_steps_needed)
+from lib.exercises.ch3 import check_gamma_rho, check_null_layers, check_span_ratio, check_token_shift
+from lib.exercises.ch4 import (check_complex_fractions, check_effective_rank, check_schur_normal,
+                               check_truncated_funnel)
+from lib.exercises.ch5 import check_sign_variant, check_steering_w
 from lib.exercises.ch6 import check_attention_path, check_principal_angles, check_relative_update
 
 __all__ = [
     "check_attention_path",
     "check_bipartite_condition",
+    "check_causal_bipartite",
+    "check_complex_fractions",
     "check_effective_rank",
     "check_energy_ratio",
     "check_gamma_rho",
     "check_head_sum",
     "check_linearization_radius",
+    "check_null_layers",
     "check_power_method",
     "check_principal_angles",
     "check_rank_bound",
     "check_relative_update",
+    "check_residual_radius",
     "check_residual_rates",
     "check_schur_normal",
+    "check_sign_variant",
+    "check_span_ratio",
     "check_spectral_summary",
     "check_steering_w",
     "check_steps_needed",
+    "check_token_shift",
+    "check_truncated_funnel",
 ]

@@ -144,7 +144,7 @@ def _book_theme() -> alt.theme.ThemeConfig:
     have no length limit (Vega's default of 160 px cut "… (random init, seed 1)" to "… (random init,
     se…", so the seeds were indistinguishable), axis labels get 320 px instead of 180, and the labels of
     a discrete x axis (layer numbers, head counts: all short) stand upright instead of turned 90°."""
-    return {"config": {"legend": {"labelLimit": 0}, "axis": {"labelLimit": 320}, "axisXDiscrete": {"labelAngle": 0}}}
+    return {"config": {"legend": {"labelLimit": 0, "titleLimit": 0}, "axis": {"labelLimit": 320}, "axisXDiscrete": {"labelAngle": 0}}}
 
 
 def configure_renderer() -> str:
