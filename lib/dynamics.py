@@ -32,19 +32,31 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 import torch
 
+from lib import power, spectra, toys
 from lib.models.weights import AttentionWeights
 
 __all__ = [
     "NORMS",
+    "TiltTest",
+    "alignment_curves",
     "attention_matrices",
+    "bipartite_survival",
+    "bipartite_threshold_scan",
+    "consensus_curves",
+    "consensus_jacobian_radius",
+    "consensus_rates",
     "layer_step",
     "normalize",
+    "one_layer_tilt",
+    "shared_run",
     "simulate",
     "visibility_mask",
 ]
@@ -313,3 +325,199 @@ def simulate(
             X = _layer_step(layers[t], X, **kw)
             out[t + 1] = X
     return out
+
+
+# -- the experiments of chapters 1 and 2, on toy weights ---------------------------------------------------
+def alignment_curves(
+    weights: Any, X0: Any, steps: int, directions: Mapping[str, Any], variants: Mapping[str, Mapping[str, Any]],
+    *, power_method_of: Any | None = None,
+) -> pd.DataFrame:
+    """Mean alignment of the tokens with each direction, layer by layer, for variants of the layer.
+
+    Args:
+        weights: shared weights (e.g. :func:`lib.toys.weights_from_matrix`).
+        X0: initial tokens ``(n, d)``.
+        steps: layers T.
+        directions: name → ``(d,)`` direction (e.g. ``{"v₁": v1}``).
+        variants: name → keyword arguments of :func:`simulate` (``{}`` is the default layer;
+            ``{"attention": "uniform"}``, ``{"norm": "layernorm"}``, ``{"residual": True}``...).
+        power_method_of: a ``(d, d)`` matrix ``F``: first adds the variant ``"power method (mean token)"``,
+            the power method on ``F`` from the mean of the tokens ``X0`` (not normalized).
+
+    Returns:
+        Long format: ``t``, ``direction``, ``mean alignment`` (:func:`lib.power.alignment_frame`) and
+        ``variant``, in the order of ``variants``.
+    """
+    frames = []
+    if power_method_of is not None:
+        x = power.power_method(power_method_of, np.asarray(X0, dtype=np.float64).mean(0), steps)
+        frames.append(power.alignment_frame(x, directions).assign(variant="power method (mean token)"))
+    for name, kw in variants.items():
+        X = simulate(weights, X0, steps, **kw).numpy()
+        frames.append(power.alignment_frame(X, directions).assign(variant=name))
+    return pd.concat(frames, ignore_index=True)
+
+
+@dataclass(frozen=True)
+class TiltTest:
+    """One layer's tilt toward a direction ``v`` on independent sets of random tokens, against chance and a null.
+
+    Attributes:
+        gamma_in, gamma: mean alignment ``a(x, v)`` of the tokens before and after the layer.
+        chance: ``c_{d,1}``, the mean alignment of a random direction with a fixed line.
+        gamma_null_lo, gamma_null_hi: central 95% range of ``gamma`` for the same output tokens against
+            ``draws`` random directions. p_gamma: the one-sided empirical p-value of ``gamma``.
+        rho: the share of tokens whose alignment grew; rho_null_lo, rho_null_hi, p_rho: its null test.
+        draws: random directions in the null.
+    """
+
+    gamma_in: float
+    gamma: float
+    chance: float
+    gamma_null_lo: float
+    gamma_null_hi: float
+    p_gamma: float
+    rho: float
+    rho_null_lo: float
+    rho_null_hi: float
+    p_rho: float
+    draws: int
+
+
+def one_layer_tilt(weights: Any, v: Any, *, n_tokens: int, n_sets: int, m: int = 1000, seed: int = 0) -> TiltTest:
+    """Run one layer on ``n_sets`` independent sets of ``n_tokens`` random tokens and test its tilt toward ``v``.
+
+    Set ``s`` is :func:`lib.toys.random_tokens` with seed ``s``; the sets play the role of prompts (the
+    tokens of one set move together, so one set alone would be a weak test). The statistics are
+    :func:`lib.alignment_stats.gamma_rho` (no bootstrap) and :func:`lib.alignment_stats.random_null`
+    against ``m`` random directions (seed ``seed``), with ``v`` as a one-dimensional basis.
+    """
+    from lib import alignment_stats as als
+
+    d = int(np.asarray(v).shape[0])
+    runs = [simulate(weights, toys.random_tokens(n_tokens, d, seed=s), 1).numpy() for s in range(n_sets)]
+    ts = als.TokenStates.from_trajectories(runs)
+    basis = np.asarray(v, dtype=np.float64)[:, None][None]
+    null = als.random_null(ts, basis, m=m, seed=seed).iloc[0]
+    obs = als.gamma_rho(ts, basis, n_boot=0).iloc[0]
+    return TiltTest(float(obs.gamma_in), float(null.gamma), float(null.chance), float(null.gamma_null_lo),
+                    float(null.gamma_null_hi), float(null.p_gamma), float(null.rho), float(null.rho_null_lo),
+                    float(null.rho_null_hi), float(null.p_rho), m)
+
+
+def shared_run(F: Any, steps: int, *, heads: int = 4, n_tokens: int = 10, x0: Any | None = None, seed: int = 0,
+               **kw: Any) -> np.ndarray:
+    """Tokens ``(steps+1, n, d)`` (NumPy) of the shared-weight dynamics with toy weights ``O V = F``.
+
+    The weights are :func:`lib.toys.weights_from_matrix` ``(F, heads, seed=seed)``; the start is ``x0``, or
+    ``n_tokens`` random tokens (seed ``seed``). Other keywords go to :func:`simulate`.
+    """
+    w = toys.weights_from_matrix(F, heads, seed=seed)
+    X0 = toys.random_tokens(n_tokens, np.shape(F)[0], seed=seed) if x0 is None else x0
+    return simulate(w, X0, steps, **kw).numpy()
+
+
+def consensus_curves(gaps: Sequence[float], *, d: int, steps: int, seed: int = 0, **run_kw: Any) -> pd.DataFrame:
+    """The least and the mean alignment of the tokens with ``v₁`` under shared weights, for toy matrices
+    :func:`lib.toys.toy_matrix` ``("real", d, gap=g, seed=seed)``, one run per gap ratio ``g``.
+
+    Returns:
+        Long format: ``t``, ``|λ₂/λ₁|`` (the gap ratio as text), ``statistic`` (``"min over tokens"``,
+        ``"mean over tokens"``) and ``alignment with v₁``.
+    """
+    frames = []
+    for gap in gaps:
+        F = toys.toy_matrix("real", d, gap=gap, seed=seed)
+        a = spectra.alignment(shared_run(F, steps, seed=seed, **run_kw), spectra.principal(F).vector)
+        frames.append(pd.DataFrame({"t": np.arange(steps + 1), "|λ₂/λ₁|": str(gap), "min over tokens": a.min(1),
+                                    "mean over tokens": a.mean(1)}))
+    return pd.concat(frames, ignore_index=True).melt(id_vars=["t", "|λ₂/λ₁|"], var_name="statistic",
+                                                     value_name="alignment with v₁")
+
+
+def consensus_rates(gaps: Sequence[float], seeds: Sequence[int], *, d: int, steps: int, **run_kw: Any) -> pd.DataFrame:
+    """The fitted per-layer convergence factor of the shared-weight dynamics against the gap ratio.
+
+    For each gap ratio and seed: the toy :func:`lib.toys.toy_matrix` ``("real", d, gap, seed)``, the run
+    :func:`shared_run` with that seed, the largest distance over tokens ``max_i sin∠(x_i(t), v₁)``, its
+    :func:`lib.power.window_ratio` (the fit between 1e-2 and 1e-12) and the first layer where every token's
+    alignment exceeds 0.999.
+
+    Returns:
+        One row per run: ``gap ratio |λ₂/λ₁|``, ``seed``, ``fitted per-layer factor``,
+        ``layers to alignment > 0.999``.
+    """
+    rows = []
+    for gap in gaps:
+        for seed in seeds:
+            F = toys.toy_matrix("real", d, gap=gap, seed=seed)
+            X = shared_run(F, steps, seed=seed, **run_kw)
+            dist = power.distance_to_subspace(X, spectra.principal(F).vector[:, None]).max(1)
+            rows.append({"gap ratio |λ₂/λ₁|": gap, "seed": seed, "fitted per-layer factor": power.window_ratio(dist),
+                         "layers to alignment > 0.999": power.first_below(dist, math.sqrt(1 - 0.999**2))})
+    return pd.DataFrame(rows)
+
+
+def bipartite_threshold_scan(F: Any, v: Any, signs: Sequence[int], scores: Sequence[float], *,
+                             seed: int = 1) -> pd.DataFrame:
+    """One single-head layer from the bipartite state ``x_j = r s_j v`` for each bipartite score ``c``.
+
+    The head is :func:`lib.toys.weights_from_matrix` ``(F, 1, qk="aligned", seed=seed)`` with its gain set so
+    that its score :func:`lib.toys.bipartite_scores` is ``c``.
+
+    Returns:
+        Columns ``c`` and ``largest token change ‖Δxᵢ‖`` (``max_i ‖x_i(1) − x_i(0)‖``: ``2r`` when a group
+        flips, float64 rounding when the state is a fixed point).
+    """
+    c_unit = toys.bipartite_scores(toys.weights_from_matrix(F, 1, qk="aligned", seed=seed), v)[0]
+    X = toys.bipartite_state(v, signs)
+    rows = []
+    for c in scores:
+        w = toys.weights_from_matrix(F, 1, qk="aligned", seed=seed, qk_gain=np.sqrt(c / c_unit))
+        step = np.linalg.norm(layer_step(w, X).numpy() - X, axis=1).max()
+        rows.append({"c": c, "largest token change ‖Δxᵢ‖": float(step)})
+    return pd.DataFrame(rows)
+
+
+def bipartite_survival(
+    F: Any, v: Any, signs: Sequence[int], *, heads: Sequence[int] = (1, 2, 4, 8),
+    qk: Sequence[str] = ("aligned", "random"), qk_gain: float = 3.0, runs: int = 20, noise: float = 1e-3,
+    steps: int = 200, seed: int = 0, weight_seed: int = 1,
+) -> pd.DataFrame:
+    """How often a perturbed bipartite state on ``v`` is still bipartite after ``steps`` shared layers.
+
+    ``runs`` perturbations of size ``noise`` (seed ``seed``) of :func:`lib.toys.bipartite_state` are run with
+    toy weights (:func:`lib.toys.weights_from_matrix` with ``qk`` and ``qk_gain``, seed ``weight_seed``); a
+    run is still bipartite when every token's ``|cos(x_i, v)| > 0.99`` and both signs remain.
+
+    Returns:
+        One row per (``Q, K``, ``heads``): ``share of runs still bipartite`` and ``heads with cₕ < 0``
+        (heads whose bipartite score is negative: they attend to the other group).
+    """
+    X = toys.bipartite_state(v, signs)
+    eps = noise * np.random.default_rng(seed).standard_normal((runs, *X.shape))
+    rows = []
+    for kind in qk:
+        for h in heads:
+            w = toys.weights_from_matrix(F, h, qk=kind, qk_gain=qk_gain, seed=weight_seed)
+            s = power.signed_alignment(simulate(w, X + eps, steps)[-1].numpy(), v)
+            kept = np.mean([(np.abs(r) > 0.99).all() and (r > 0).any() and (r < 0).any() for r in s])
+            rows.append({"Q, K": kind, "heads": h, "share of runs still bipartite": kept,
+                         "heads with cₕ < 0": int((toys.bipartite_scores(w, v) < 0).sum())})
+    return pd.DataFrame(rows)
+
+
+def consensus_jacobian_radius(weights: Any, v: Any, n_tokens: int, **step_kw: Any) -> float:
+    """Spectral radius of the autograd Jacobian of one layer at the consensus ``x_i = sqrt(d) v`` (all ``i``).
+
+    Args:
+        weights: one layer's weights.
+        v: a unit ``(d,)`` real eigenvector of the layer matrix (used as given).
+        n_tokens: n, the number of tokens (the Jacobian is ``(n d) × (n d)``).
+        step_kw: keyword arguments of :func:`layer_step` (e.g. ``residual=True``).
+    """
+    v = np.asarray(v, dtype=np.float64)
+    d = v.shape[0]
+    x = torch.tensor(np.tile(np.sqrt(d) * v, (n_tokens, 1)))
+    J = torch.autograd.functional.jacobian(lambda X: layer_step(weights, X, **step_kw), x)
+    return float(np.abs(np.linalg.eigvals(J.reshape(n_tokens * d, -1).numpy())).max())

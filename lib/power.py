@@ -7,22 +7,32 @@ vector ``x ∈ R^d``. Measurement helpers take token states as rows, shape ``(..
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from lib.spectra import as_float64, principal
+from lib.spectra import TIE_TOL, alignment, as_float64, eig, is_complex, principal, subspace_alignment
 
 __all__ = [
+    "alignment_frame",
+    "convergence_runs",
     "convergence_table",
+    "distance_frame",
     "distance_to_subspace",
+    "dominant_basis",
+    "first_below",
     "fitted_ratio",
+    "fitted_ratios",
     "eigen_plane_angle",
+    "mode_curves",
     "plane_coordinates",
+    "plane_measures",
     "power_method",
     "signed_alignment",
     "steps_needed",
+    "window_ratio",
 ]
 
 
@@ -135,3 +145,126 @@ def convergence_table(F: Any, iterates: Any) -> pd.DataFrame:
     late = (t >= t.size // 2) & (err > 1e-13)
     c = float(np.exp(np.median(np.log(err[late]) - t[late] * np.log(g)))) if late.any() and g > 0 else err[0]
     return pd.DataFrame({"t": t, "measured": err, "predicted": c * g**t, "gap_ratio": g})
+
+
+def convergence_runs(matrices: Sequence[Any], x0: Any, steps: int) -> pd.DataFrame:
+    """:func:`convergence_table` of the power method on each matrix from the same start, concatenated.
+
+    Args:
+        matrices: ``(d, d)`` matrices (e.g. toys with different gap ratios).
+        x0: the ``(d,)`` start vector shared by all runs.
+        steps: number of steps T of each run.
+
+    Returns:
+        The rows of every run's :func:`convergence_table` (``t``, ``measured``, ``predicted``,
+        ``gap_ratio``), one run after the other.
+    """
+    tables = [convergence_table(F, power_method(F, x0, steps)) for F in matrices]
+    return pd.concat(tables, ignore_index=True)
+
+
+def fitted_ratios(table: pd.DataFrame, start: int = 0) -> pd.Series:
+    """The :func:`fitted_ratio` of each run of a :func:`convergence_runs` table, indexed by its gap ratio."""
+    return table.groupby("gap_ratio").measured.apply(lambda e: fitted_ratio(e, start=start)).rename("fitted ratio")
+
+
+def dominant_basis(F: Any) -> np.ndarray:
+    """Orthonormal basis ``(d, k)`` of the dominant invariant subspace of ``F``: the span of the
+    eigenvectors whose eigenvalue has the largest modulus (ties within :data:`lib.spectra.TIE_TOL`).
+
+    One real ``λ₁`` or one complex pair gives :func:`lib.spectra.principal`'s basis (``v₁``, or the
+    plane of ``Re v₁, Im v₁``); a tie such as ``λ₁ = −λ₂`` gives the QR basis of the tied eigenvectors'
+    real (and imaginary) parts, the subspace the power method then settles in without converging.
+    """
+    lams, V = eig(F)
+    top = np.abs(lams) >= np.abs(lams[0]) * (1 - TIE_TOL)
+    if top.sum() == 1 or (top.sum() == 2 and bool(is_complex(lams[0], abs(lams[0])))
+                          and np.isclose(lams[1], np.conj(lams[0]))):
+        return principal(F).basis
+    cols = [V[:, j].real for j in np.flatnonzero(top)]
+    cols += [V[:, j].imag for j in np.flatnonzero(top) if bool(is_complex(lams[j], abs(lams[0])))]
+    q, _ = np.linalg.qr(np.stack(cols, axis=1))
+    return q
+
+
+def mode_curves(F: Any, x0: Any, steps: int) -> pd.DataFrame:
+    """The power method on ``F`` seen from its dominant subspace (:func:`dominant_basis` ``B``), step by step.
+
+    Returns:
+        Columns ``t``; ``signed cos with b₁``, the signed cosine of ``x_t`` with the first basis vector
+        (it flips for a negative ``λ₁`` and turns for a complex pair); ``alignment with dominant subspace``,
+        ``‖Bᵀx_t‖/‖x_t‖`` (it goes to 1 in every case).
+    """
+    B = dominant_basis(F)
+    X = power_method(F, x0, steps)
+    return pd.DataFrame({"t": np.arange(steps + 1), "signed cos with b₁": signed_alignment(X, B[:, 0]),
+                         "alignment with dominant subspace": subspace_alignment(X, B)})
+
+
+def alignment_frame(X: Any, directions: Mapping[str, Any], value: str = "mean alignment") -> pd.DataFrame:
+    """The mean over tokens of each token's alignment :func:`lib.spectra.alignment` with each direction.
+
+    Args:
+        X: token states ``(T+1, n, d)`` (a trajectory) or ``(T+1, d)`` (one vector per step).
+        directions: name → ``(d,)`` direction.
+        value: the name of the value column.
+
+    Returns:
+        Long format: columns ``t``, ``direction`` and ``value``, the directions one after the other.
+    """
+    X = as_float64(X)
+    frames = []
+    for name, v in directions.items():
+        a = alignment(X, v)
+        frames.append(pd.DataFrame({"t": np.arange(X.shape[0]), "direction": name,
+                                    value: a.mean(axis=1) if a.ndim == 2 else a}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def first_below(errors: Any, level: float) -> int:
+    """The first step ``t`` with ``errors[t] < level``; 0 if there is none (``argmax`` of an all-False mask)."""
+    return int(np.argmax(np.asarray(errors, dtype=np.float64) < level))
+
+
+def window_ratio(errors: Any, hi: float = 1e-2, lo: float = 1e-12) -> float:
+    """:func:`fitted_ratio` of an error curve on its window between ``hi`` and ``lo``.
+
+    The fit uses the steps from where the error first falls below ``hi`` (the transient is over) up to,
+    not including, the first step below ``lo`` (the rounding level is near); the whole curve after the
+    transient when it never falls below ``lo``.
+    """
+    e = np.asarray(errors, dtype=np.float64)
+    end = first_below(e, lo) or None
+    return fitted_ratio(np.where(e < hi, e, np.nan)[:end])
+
+
+def distance_frame(X: Any, bases: Mapping[str, Any], value: str = "mean sin∠") -> pd.DataFrame:
+    """The mean over tokens of :func:`distance_to_subspace` to each subspace, step by step.
+
+    Args:
+        X: token states ``(T+1, n, d)``.
+        bases: name → orthonormal basis ``(d, k)`` (e.g. ``{"distance to v₁": v1[:, None]}``).
+        value: the name of the value column.
+
+    Returns:
+        Long format: columns ``t``, ``measure`` (the names of ``bases``) and ``value``.
+    """
+    X = as_float64(X)
+    frames = [pd.DataFrame({"t": np.arange(X.shape[0]), "measure": name,
+                            value: distance_to_subspace(X, B).mean(axis=1)}) for name, B in bases.items()]
+    return pd.concat(frames, ignore_index=True)
+
+
+def plane_measures(X: Any, B: Any) -> pd.DataFrame:
+    """How tokens ``(T+1, n, d)`` approach a plane with orthonormal basis ``B = [b₁, b₂]``, step by step.
+
+    Returns:
+        Long format: ``t``, ``measure`` and ``mean over tokens``, for the measures ``planar alignment a₂``
+        (``‖Bᵀx‖/‖x‖``, which goes to 1 when the tokens reach the plane) and ``alignment with b₁`` (which
+        keeps turning when the tokens rotate inside it).
+    """
+    X, B = as_float64(X), as_float64(B)
+    t = np.arange(X.shape[0])
+    return pd.DataFrame({"t": t, "planar alignment a₂": subspace_alignment(X, B).mean(1),
+                         "alignment with b₁": alignment(X, B[:, 0]).mean(1)}).melt(
+        "t", var_name="measure", value_name="mean over tokens")

@@ -209,3 +209,99 @@ def test_per_batch_beta():
     got = dynamics.simulate(w, np.stack([X] * 3), 4, beta=torch.tensor(betas))
     for j, b in enumerate(betas):
         torch.testing.assert_close(got[:, j], dynamics.simulate(w, X, 4, beta=b), rtol=1e-12, atol=1e-12)
+
+
+# -- the experiments of chapters 1 and 2 (lib.dynamics' toy-weight helpers) ------------------------------------------
+from lib import alignment_stats as als  # noqa: E402
+from lib import power, spectra, toys  # noqa: E402
+
+
+def _toy(d=16, gap=0.6, seed=0, heads=4):
+    F = toys.toy_matrix("real", d, gap=gap, seed=seed)
+    return F, toys.weights_from_matrix(F, heads, seed=seed)
+
+
+def test_shared_run_is_simulate_on_toy_weights():
+    F, w = _toy()
+    X0 = toys.random_tokens(6, 16, seed=3)
+    np.testing.assert_array_equal(dynamics.shared_run(F, 5, heads=4, x0=X0, seed=0),
+                                  dynamics.simulate(w, X0, 5).numpy())
+    default = dynamics.shared_run(F, 5, heads=4, n_tokens=6, seed=0)
+    np.testing.assert_array_equal(default, dynamics.simulate(w, toys.random_tokens(6, 16, seed=0), 5).numpy())
+
+
+def test_alignment_curves_follow_simulate_and_the_power_method():
+    F, w = _toy()
+    X0 = toys.random_tokens(8, 16, seed=1)
+    v1 = spectra.principal(F).vector
+    cur = dynamics.alignment_curves(w, X0, 10, {"v₁": v1}, {"uniform": dict(attention="uniform"), "plain": {}},
+                                    power_method_of=F)
+    assert list(dict.fromkeys(cur.variant)) == ["power method (mean token)", "uniform", "plain"]
+    pm = cur[cur.variant == "power method (mean token)"]["mean alignment"].to_numpy()
+    np.testing.assert_array_equal(pm, spectra.alignment(power.power_method(F, X0.mean(0), 10), v1))
+    plain = cur[cur.variant == "plain"]["mean alignment"].to_numpy()
+    np.testing.assert_array_equal(plain, spectra.alignment(dynamics.simulate(w, X0, 10).numpy(), v1).mean(1))
+    uni = cur[cur.variant == "uniform"]["mean alignment"].to_numpy()
+    assert uni[-1] > 0.999  # uniform attention is the power method: it converges
+
+
+def test_one_layer_tilt_matches_alignment_stats():
+    F, w = _toy(d=16, heads=2)
+    v1 = spectra.principal(F).vector
+    tt = dynamics.one_layer_tilt(w, v1, n_tokens=5, n_sets=4, m=50, seed=2)
+    ts = als.TokenStates.from_trajectories(
+        [dynamics.simulate(w, toys.random_tokens(5, 16, seed=s), 1).numpy() for s in range(4)])
+    null = als.random_null(ts, v1[:, None][None], m=50, seed=2).iloc[0]
+    assert (tt.gamma, tt.p_gamma, tt.rho_null_lo, tt.draws) == (null.gamma, null.p_gamma, null.rho_null_lo, 50)
+    a_in = spectra.alignment(ts.states[0], v1).mean()
+    assert tt.gamma_in == pytest.approx(a_in, rel=1e-12)
+    assert tt.chance == pytest.approx(als.baseline_subspace(16, 1))
+
+
+def test_consensus_curves_and_rates():
+    cons = dynamics.consensus_curves([0.5], d=16, steps=60, seed=0, heads=2, n_tokens=5)
+    assert list(cons.columns) == ["t", "|λ₂/λ₁|", "statistic", "alignment with v₁"] and len(cons) == 2 * 61
+    least = cons[cons.statistic == "min over tokens"]["alignment with v₁"].to_numpy()
+    mean = cons[cons.statistic == "mean over tokens"]["alignment with v₁"].to_numpy()
+    assert np.all(least <= mean + 1e-15) and least[-1] > 0.999
+    rate = dynamics.consensus_rates([0.5, 0.8], [0], d=16, steps=150, heads=2, n_tokens=5)
+    assert list(rate.columns) == ["gap ratio |λ₂/λ₁|", "seed", "fitted per-layer factor", "layers to alignment > 0.999"]
+    np.testing.assert_allclose(rate["fitted per-layer factor"], rate["gap ratio |λ₂/λ₁|"], atol=0.05)
+    assert rate["layers to alignment > 0.999"].iloc[0] < rate["layers to alignment > 0.999"].iloc[1]
+
+
+def test_bipartite_threshold_scan_finds_the_threshold():
+    F = toys.toy_matrix("real", 12, gap=0.5, seed=0, cond=2.0)
+    v1 = spectra.principal(F).vector
+    signs = [1] * 4 + [-1] * 2
+    c_star = 0.5 * math.log(2)
+    scan = dynamics.bipartite_threshold_scan(F, v1, signs, [0.5 * c_star, 2 * c_star], seed=1)
+    change = scan["largest token change ‖Δxᵢ‖"].to_numpy()
+    assert change[0] == pytest.approx(2 * math.sqrt(12)) and change[1] < 1e-12
+
+
+def test_bipartite_survival_one_aligned_head_keeps_the_split():
+    F = toys.toy_matrix("real", 12, gap=0.6, seed=0, cond=2.0)
+    v1 = spectra.principal(F).vector
+    surv = dynamics.bipartite_survival(F, v1, [1] * 4 + [-1] * 2, heads=(1, 4), qk=("aligned", "random"),
+                                       qk_gain=3.0, runs=3, steps=100)
+    assert list(surv.columns) == ["Q, K", "heads", "share of runs still bipartite", "heads with cₕ < 0"]
+    assert surv.iloc[0]["share of runs still bipartite"] == 1.0 and (surv[surv["Q, K"] == "aligned"][
+        "heads with cₕ < 0"] == 0).all()
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_consensus_jacobian_radius(residual):
+    """Without a residual: max_{j≠k}|λ_j|/|λ_k| (prop-stability); with one: max(1, max_{j≠k}|1 + λ_j|)/|1 + λ_k|
+    (exercise 2.3: the residual keeps the differences between tokens)."""
+    d, n = 8, 3
+    F = toys.matrix_with_spectrum([1.0, -0.9, -0.7, -0.6, -0.5, -0.4, -0.3, -0.2], seed=5, cond=2.0)
+    lams, V = spectra.eig(F)
+    w = toys.weights_from_matrix(F, 2, seed=5, qk_gain=1.5)
+    lam = lams.real
+    for k in range(3):
+        got = dynamics.consensus_jacobian_radius(w, V[:, k].real, n, residual=residual)
+        others = np.delete(lam, k)
+        want = (max(1.0, np.abs(1 + others).max()) / abs(1 + lam[k]) if residual
+                else np.abs(others).max() / abs(lam[k]))
+        assert got == pytest.approx(want, rel=1e-8)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lib import power, spectra, toys
@@ -75,3 +76,68 @@ def test_steps_needed():
     assert power.steps_needed(0.0) == 0
     with pytest.raises(ValueError):
         power.steps_needed(1.0)
+
+
+# -- the measurements behind chapter 1's figures ------------------------------------------------------------------
+def test_convergence_runs_and_fitted_ratios():
+    x0 = np.random.default_rng(0).standard_normal(24)
+    Fs = [toys.toy_matrix("real", 24, gap=g, seed=3, cond=2.0) for g in (0.5, 0.8)]
+    runs = power.convergence_runs(Fs, x0, 60)
+    assert len(runs) == 2 * 61 and list(runs.columns) == ["t", "measured", "predicted", "gap_ratio"]
+    first = power.convergence_table(Fs[0], power.power_method(Fs[0], x0, 60))
+    pd.testing.assert_frame_equal(runs.iloc[:61], first)
+    fits = power.fitted_ratios(runs, start=10)
+    assert fits.name == "fitted ratio" and len(fits) == 2
+    np.testing.assert_allclose(fits.to_numpy(), fits.index.to_numpy(), rtol=0.03)
+
+
+@pytest.mark.parametrize(("kind", "k"), [("real", 1), ("negative", 1), ("complex", 2), ("opposite", 2), ("tie", 2)])
+def test_dominant_basis(kind, k):
+    """Orthonormal, of the dimension of the tied top eigenvalues, and invariant: F maps its span into itself."""
+    F = toys.toy_matrix(kind, 16, gap=0.5, seed=2)
+    B = power.dominant_basis(F)
+    assert B.shape == (16, k)
+    np.testing.assert_allclose(B.T @ B, np.eye(k), atol=1e-10)
+    FB = F @ B
+    np.testing.assert_allclose(FB - B @ (B.T @ FB), 0, atol=1e-9)
+    if kind in ("real", "negative", "complex"):
+        np.testing.assert_array_equal(B, spectra.principal(F).basis)
+
+
+def test_mode_curves_show_each_failure_mode():
+    x0 = np.random.default_rng(1).standard_normal(16)
+    for kind in ("real", "negative", "complex", "opposite"):
+        m = power.mode_curves(toys.toy_matrix(kind, 16, gap=0.3, theta=np.pi / 5, seed=0), x0, 60)
+        assert list(m.columns) == ["t", "signed cos with b₁", "alignment with dominant subspace"]
+        assert m["alignment with dominant subspace"].iloc[-1] > 1 - 1e-9  # the subspace always wins
+        s = m["signed cos with b₁"].to_numpy()[-4:]
+        if kind == "real":
+            assert np.all(np.abs(s - s[0]) < 1e-9)
+        elif kind == "negative":
+            assert np.all(s[1:] * s[:-1] < 0)
+
+
+def test_alignment_and_distance_frames():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((5, 3, 8))
+    e = np.eye(8)
+    al = power.alignment_frame(X, {"e1": e[0], "e2": e[1]})
+    assert list(al.columns) == ["t", "direction", "mean alignment"] and len(al) == 10
+    np.testing.assert_allclose(al["mean alignment"].iloc[:5], spectra.alignment(X, e[0]).mean(1))
+    one = power.alignment_frame(X[:, 0], {"e1": e[0]}, value="a")  # one vector per step
+    np.testing.assert_allclose(one["a"], spectra.alignment(X[:, 0], e[0]))
+    dist = power.distance_frame(X, {"plane": e[:, :2], "line": e[:, :1]})
+    assert list(dist.columns) == ["t", "measure", "mean sin∠"]
+    np.testing.assert_allclose(dist["mean sin∠"].iloc[5:], power.distance_to_subspace(X, e[:, :1]).mean(1))
+    pm = power.plane_measures(X, e[:, :2])
+    assert set(pm.measure) == {"planar alignment a₂", "alignment with b₁"}
+    assert (pm["mean over tokens"] <= 1 + 1e-12).all()
+
+
+def test_first_below_and_window_ratio():
+    e = 0.5 ** np.arange(60.0)
+    e[:3] = 1.0  # a transient
+    assert power.first_below(e, 1e-2) == 7 and power.first_below(e, 1e-30) == 0
+    assert power.window_ratio(e) == pytest.approx(0.5, rel=1e-9)
+    e[45:] = 1e-13 * np.random.default_rng(0).uniform(1, 2, 15)  # a rounding floor: left out of the fit
+    assert power.window_ratio(e) == pytest.approx(0.5, rel=1e-9)

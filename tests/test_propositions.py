@@ -164,3 +164,32 @@ def test_random_baseline():
     e = np.zeros(d)
     e[0] = 1
     assert spectra.alignment(X, e).mean() == pytest.approx(spectra.baseline_alignment(d), rel=0.02)
+
+
+@pytest.mark.parametrize("signs", [[1, 1] + [-1] * 8, [1] * 4 + [-1] * 5 + [1], [1, -1] * 3, [-1, 1, 1, 1]])
+@pytest.mark.parametrize("c", [0.2, 0.45, 0.8])
+def test_causal_bipartite_prefix_condition(signs, c):
+    """Exercise 2.2: under a causal mask the single-head bipartite state is a fixed point iff every token i,
+    seeing a_i tokens of its own group (itself included) and b_i of the other among 1..i, has a_i e^{2c} > b_i."""
+    F = toys.toy_matrix("real", 12, gap=0.5, seed=1)
+    v1 = spectra.principal(F).vector
+    c1 = toys.bipartite_scores(toys.weights_from_matrix(F, 1, qk="aligned", seed=1), v1)[0]
+    w = toys.weights_from_matrix(F, 1, qk="aligned", seed=1, qk_gain=math.sqrt(c / c1), causal=True)
+    X0 = toys.bipartite_state(v1, signs)
+    fixed = np.allclose(dynamics.layer_step(w, X0).numpy(), X0, atol=1e-10)
+    prefix = [(sum(1 for x in signs[: i + 1] if x == s), i + 1 - sum(1 for x in signs[: i + 1] if x == s))
+              for i, s in enumerate(signs)]
+    assert fixed == all(a * math.exp(2 * c) > b for a, b in prefix)
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_linearization_with_a_residual(k):
+    """Exercise 2.3: with the residual x_i + F Σ_j A_ij x_j the radius at consensus on v_k is
+    max(1, max_{j≠k}|1 + λ_j|)/|1 + λ_k|: the 1 is the differences between tokens, which the residual keeps."""
+    d, n = 12, 4
+    F = toys.matrix_with_spectrum([1.0, 0.8, -0.6] + list(np.linspace(0.4, 0.05, d - 3)), seed=1, cond=2.0)
+    lams, V = spectra.eig(F)
+    w = toys.weights_from_matrix(F, 3, seed=2, qk_gain=2.0)
+    lam = lams.real
+    rho = dynamics.consensus_jacobian_radius(w, V[:, k].real, n, residual=True)
+    assert rho == pytest.approx(max(1.0, np.abs(1 + np.delete(lam, k)).max()) / abs(1 + lam[k]), rel=1e-8)

@@ -25,7 +25,7 @@ import torch
 
 from lib import dynamics, power, spectra, toys
 from lib.errors import InputError
-from lib.page.plotting import titled
+from lib.page.plotting import OTHER_COLORS, titled
 
 __all__ = ["GRID", "check_explorer_args", "explore_run", "explorer_chart", "static_explorer", "widget_explorer"]
 
@@ -64,8 +64,8 @@ def _runs(gap: float, theta_deg: float, heads_list, beta_list, steps: int, seed:
             err = power.distance_to_subspace(X, P.basis).mean(axis=1)
             out.append(pd.DataFrame({
                 "t": t,
-                "err": np.maximum(err, 1e-16),
-                "pred": np.maximum(err[0] * P.gap_ratio**t, 1e-16),
+                "err": err,
+                "pred": err[0] * P.gap_ratio**t,
                 "cos": power.signed_alignment(X[:, 0], P.basis[:, 0]),
             }))
     return out
@@ -111,6 +111,9 @@ def explorer_chart(
     """Two panels from :func:`explore_run` rows: the distance to the dominant subspace (log, measured
     and predicted) and the signed cosine of token 0 with ``b₁``.
 
+    The log axis is fixed at ``[1e-16, 1.5]`` so that the sliders do not move it; values below 1e-16 (the
+    float64 rounding level, or a prediction that underflows) are left out, not drawn at the floor.
+
     Args:
         params: Vega parameters (slider bindings) to attach; ``where``: a Vega filter expression that
             selects the rows of one run from a precomputed grid.
@@ -118,16 +121,19 @@ def explorer_chart(
     base = alt.Chart(df).properties(width=width, height=height)
     if where:
         base = base.transform_filter(where)
-    err = base.transform_fold(["err", "pred"], as_=["curve", "value"]).mark_line().encode(
+    curves = ["measured", "predicted: err₀ · gapᵗ"]
+    err = base.transform_fold(["err", "pred"], as_=["key", "value"]).transform_filter(
+        "datum.value >= 1e-16").transform_calculate(
+        curve=f"datum.key == 'err' ? '{curves[0]}' : '{curves[1]}'").mark_line(color=OTHER_COLORS[0]).encode(
         x=alt.X("t:Q", title="step t"),
         y=alt.Y("value:Q", scale=alt.Scale(type="log", domain=[1e-16, 1.5]), title="distance to dominant subspace",
                 axis=alt.Axis(format=".0e")),
-        strokeDash=alt.StrokeDash("curve:N", title=None, scale=alt.Scale(domain=["err", "pred"]),
+        strokeDash=alt.StrokeDash("curve:N", title=None, scale=alt.Scale(domain=curves),
                                   legend=alt.Legend(orient="bottom")),
     )
     if params:
         err = err.add_params(*params)
-    cos = base.mark_line(point=True, color="#d62728").encode(
+    cos = base.mark_line(point=alt.OverlayMarkDef(color=OTHER_COLORS[0]), color=OTHER_COLORS[0]).encode(
         x=alt.X("t:Q", title="step t"),
         y=alt.Y("cos:Q", title="signed cos(token 0, b₁)", scale=alt.Scale(domain=[-1, 1])),
     )
@@ -155,7 +161,7 @@ def static_explorer(model: str | None = None) -> alt.TopLevelMixin:
     where = "abs(datum.g - gap) < 1e-6 && datum.th == theta && datum.h == heads && datum.b == beta"
     label = model or f"toy matrix, d={D}, seed {SEED}, {N_TOKENS} tokens, softmax attention, L2 norm"
     return explorer_chart(data, model=label, params=params, where=where,
-                          title="Explorer: gap, angle of λ₁, heads, sharpness (err = measured, pred = gap^t)")
+                          title="Explorer: the gap sets the slope; the angle θ of λ₁ sets how the sign turns")
 
 
 def widget_explorer():  # pragma: no cover - needs a live kernel to be useful
