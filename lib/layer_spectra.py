@@ -64,11 +64,15 @@ class LayerSpectra:
         )
 
 
-def readable_table(table: pd.DataFrame) -> Styler:
-    """:attr:`LayerSpectra.table` for the page: :data:`TABLE_FORMAT` and :data:`TABLE_LABELS`, no index."""
+def readable_table(table: pd.DataFrame, *, with_model: bool = False) -> Styler:
+    """:attr:`LayerSpectra.table` for the page: :data:`TABLE_FORMAT` and :data:`TABLE_LABELS`, no index.
+
+    The ``model`` column is dropped (a table of one model), unless ``with_model`` (several models stacked:
+    then it stays, first, as it is).
+    """
     from lib.tables import page_table
 
-    shown = table.drop(columns=[c for c in ("model",) if c in table])
+    shown = table if with_model else table.drop(columns=[c for c in ("model",) if c in table])
     formats = {TABLE_LABELS[c]: f for c, f in TABLE_FORMAT.items() if c in shown}
     return page_table(shown.rename(columns=TABLE_LABELS).style.format(formats).hide(axis="index"))
 

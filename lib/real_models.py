@@ -22,6 +22,11 @@
   switch on: the publishing build) it raises :class:`lib.errors.RealModelRunError` instead.
 * :func:`estimate_seconds` / :func:`time_warning`: a calibrated estimate of the run time, and a warning
   before a long CPU run.
+* Chapter 3 section by section: :func:`random_albert_spectra` (3.1), :func:`shared_layer_runs` and its
+  frame and table (3.2), :func:`analyse` (one model's γ_t / ρ_t with nulls), :func:`depth_profiles`,
+  :func:`special_token_results` (3.3), :func:`overview_table` (3.4), :func:`offline_message` (3.5); the
+  prose's numbers and words: :func:`gamma_rho_glue`, :func:`build_up_glue`, :func:`layer_list`,
+  :func:`beat_phrase`, :func:`twin_verdict`; one precision per quantity in its tables: :func:`table_formats`.
 """
 
 from __future__ import annotations
@@ -57,33 +62,56 @@ __all__ = [
     "NULL_TEST_COLUMNS",
     "PAPER_MODELS",
     "TRAJECTORIES",
+    "AlbertSpectra",
+    "Analysis",
+    "BuildUp",
     "LayerRange",
     "LayerVarying",
     "ModelSpec",
     "PaperModelRun",
+    "SharedRun",
     "TwinComparison",
     "albert_config",
     "albert_config_dir",
+    "analyse",
+    "beat_phrase",
+    "best_device",
+    "build_up_glue",
+    "build_up_text",
     "compare_to_twins",
+    "depth_profiles",
     "eigen_bases_table",
     "eigvals_table",
     "estimate_seconds",
+    "gamma_rho_glue",
     "is_shared",
+    "layer_list",
     "layer_range",
     "layer_varying",
+    "offline_message",
     "overview_row",
+    "overview_table",
+    "paper_models_table",
     "prompt_states",
     "random_albert",
+    "random_albert_spectra",
     "run_paper_model",
     "select_source",
     "selected_models",
+    "series_label",
+    "shared_layer_runs",
     "shared_run_row",
     "shared_run_rows",
+    "shared_runs_frame",
+    "shared_runs_table",
     "short_label",
     "simplified_states",
+    "special_token_results",
     "summary_from_eigvals",
+    "table_formats",
     "time_warning",
     "try_load",
+    "twin_verdict",
     "unique_layer_matrices",
 ]
 
@@ -507,6 +535,286 @@ def compare_to_twins(trained: pd.DataFrame, twins: Sequence[pd.DataFrame], sourc
     )
 
 
+# -- chapter 3, section by section: what the page computes and the numbers its prose quotes -------------------
+def paper_models_table() -> pd.DataFrame:
+    """:data:`PAPER_MODELS` as a table for the page: ``hub id``, ``d``, ``layers``, ``shared weights``."""
+    return pd.DataFrame([{"hub id": m.hub_id, "d": m.d, "layers": m.n_layers, "shared weights": m.shared}
+                         for m in PAPER_MODELS])
+
+
+class AlbertSpectra(NamedTuple):
+    """What :func:`random_albert_spectra` returns.
+
+    Attributes:
+        table: one :func:`summary_from_eigvals` row per size (``layer`` is ``"shared"``), in the order computed.
+        leading: labels of the sizes of which only the leading ``k`` eigenvalues were computed.
+        residual: the largest residual of those leading eigenpairs (:func:`lib.topk_eig.topk_eig`).
+    """
+
+    table: pd.DataFrame
+    leading: tuple[str, ...]
+    residual: float
+
+
+def random_albert_spectra(seed: int = 0, *, full: Sequence[str] = ("base", "large", "xlarge"),
+                          leading: Sequence[str] = ("xxlarge",), k: int = 4) -> AlbertSpectra:
+    """The shared layer's spectrum of ALBERT v2 at random initialization, one size after the other (offline).
+
+    The sizes in ``full`` get all their eigenvalues (float64 LAPACK, :func:`eigvals_table`); those in
+    ``leading`` (xxlarge, ``d = 4096``, whose full eig would dominate a CPU build) only the ``k`` leading ones
+    by the block Krylov–Schur solver of :func:`lib.topk_eig.topk_eig` (float64 Rayleigh–Ritz), which is enough
+    for the gap ratio (:func:`lib.layer_spectra.summary_table`). Each model is freed before the next loads.
+    """
+    from lib.topk_eig import topk_eig
+
+    tables, labels, residual = [], [], 0.0
+    for size in full:
+        m = random_albert(size, seed=seed)
+        tables.append(eigvals_table(unique_layer_matrices(m), m.label)[1].assign(layer="shared"))
+        del m
+    for size in leading:
+        m = random_albert(size, seed=seed)
+        top = topk_eig(unique_layer_matrices(m), k)
+        tables.append(summary_from_eigvals(top.eigvals.numpy(), m.label, d=m.d_model).assign(layer="shared"))
+        labels.append(m.label)
+        residual = max(residual, float(top.residuals.max().item()))
+        del m
+    return AlbertSpectra(pd.concat(tables, ignore_index=True), tuple(labels), residual)
+
+
+def series_label(model: Any) -> str:
+    """``"trained"`` or ``"random init, seed s"``: a model's series in a chart legend (and its table cells)."""
+    return f"random init, seed {model.seed}" if model.random_init else "trained"
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """One layer of a model iterated as a shared layer (:func:`shared_layer_runs`).
+
+    Attributes:
+        series: :func:`series_label` of the model. label: the model's label. layer: the layer, 1-based.
+        convergence: its :func:`lib.alignment_stats.shared_convergence` rows (with the fitted rates).
+    """
+
+    series: str
+    label: str
+    layer: int
+    convergence: pd.DataFrame
+
+
+def shared_layer_runs(
+    models: Sequence[Any], x0: Sequence[Any], special: Sequence[Any], *, steps: int, layers: Sequence[int] = (0, 1),
+    anchor: int = 20, fit: tuple[int, int] = (20, 50), bases: Sequence[EigenBases | None] | None = None,
+) -> list[SharedRun]:
+    """Iterate each of ``layers`` (0-based) of each model ``steps`` times in the simplified model (section 3.2).
+
+    Every run starts from the same token states ``x0`` (one ``(n_p, d)`` array per prompt, e.g. the trained
+    model's embeddings) with the special-token masks ``special``, and measures the convergence of the content
+    tokens to the layer's principal direction (or plane) and to ``span{v₁, v₂}``
+    (:func:`lib.alignment_stats.shared_convergence`, constant fitted at step ``anchor``, rates fitted over
+    ``fit``). ``bases[i]`` may hold the :class:`EigenBases` of model ``i`` (else they are computed).
+    """
+    runs = []
+    for i, model in enumerate(models):
+        eb = bases[i] if bases is not None and bases[i] is not None else als.eigen_bases(model.layer_matrices())
+        for t in layers:
+            ts = simplified_states(model.layer(t).attention, x0, steps=steps, special=special)
+            conv = als.shared_convergence(ts.select("content"), eb.layer(t), anchor=anchor, fit=fit)
+            runs.append(SharedRun(series_label(model), model.label, t + 1, conv))
+    return runs
+
+
+def shared_runs_frame(runs: Sequence[SharedRun]) -> pd.DataFrame:
+    """The runs' convergence rows in one frame, with ``series`` and ``layer iterated`` columns (for a chart)."""
+    return pd.concat([r.convergence.assign(series=r.series, **{"layer iterated": r.layer}) for r in runs],
+                     ignore_index=True)
+
+
+def shared_runs_table(runs: Sequence[SharedRun], fit: tuple[int, int] = (20, 50)) -> pd.DataFrame:
+    """:func:`shared_run_rows` of every run, in order: one row per run and target."""
+    return pd.DataFrame([row for r in runs for row in shared_run_rows(r.convergence, label=r.label, layer=r.layer,
+                                                                        fit=fit)])
+
+
+def table_formats(columns: Sequence[str]) -> dict[str, str]:
+    """One ``Styler.format`` string per numeric column of chapter 3's tables: a quantity has one precision
+    everywhere (rates 3 decimals, as their interval texts; alignments 4; γ_t / chance 2; Δγ_t 4; ρ_t 3)."""
+    prefixes = {"predicted rate": "{:.3f}", "fitted rate (": "{:.3f}", "alignment at step": "{:.4f}"}
+    exact = {"mean γ_t / chance": "{:.2f}", "mean Δγ_t": "{:.4f}", "mean ρ_t": "{:.3f}", **als.GAMMA_RHO_FORMAT}
+    out = {}
+    for col in columns:
+        fmt = exact.get(col) or next((f for prefix, f in prefixes.items() if col.startswith(prefix)), None)
+        if fmt is not None:
+            out[col] = fmt
+    return out
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Section 3.3's analysis of one model (:func:`analyse`): γ_t / ρ_t with their nulls, for both sources.
+
+    Attributes:
+        model: the :class:`lib.SpectralModel`. bases: its :class:`EigenBases`.
+        results, null, states: :func:`layer_varying`'s three parts.
+    """
+
+    model: Any
+    bases: EigenBases
+    results: pd.DataFrame
+    null: pd.DataFrame
+    states: dict[str, TokenStates]
+
+    @property
+    def who(self) -> str:
+        """The first part of the rows' ``variant``: ``"trained"`` or ``"random init s<seed>"``."""
+        return f"random init s{self.model.seed}" if self.model.random_init else "trained"
+
+
+def analyse(model: Any, texts: Sequence[str], *, n_null: int = 1000, seed: int = 0, H: Sequence[Any] | None = None,
+            S: Sequence[Any] | None = None, bases: EigenBases | None = None) -> Analysis:
+    """:func:`layer_varying` of ``model`` on ``texts``, reusing its forward passes ``H``, ``S``
+    (:func:`prompt_states`) and eigen-bases where they were computed before."""
+    if H is None or S is None:
+        H, S = prompt_states(model, texts)
+    eb = bases if bases is not None else als.eigen_bases(model.layer_matrices())
+    return Analysis(model, eb, *layer_varying(model, H, S, eb, seed=seed, n_null=n_null))
+
+
+def overview_table(analyses: Sequence[Analysis]) -> pd.DataFrame:
+    """Section 3.4's table: one :func:`overview_row` per model and trajectory source, in order."""
+    return pd.DataFrame([overview_row(a.model.label, a.results, source)
+                         for a in analyses for source in TRAJECTORIES])
+
+
+def special_token_results(analysis: Analysis, seed: int = 0) -> pd.DataFrame:
+    """γ_t and ρ_t of ``[CLS]``/``[SEP]`` only, per source (:func:`lib.alignment_stats.gamma_rho`), with ``variant``
+    ``"<who> · <source> · [CLS]/[SEP] only"``."""
+    return pd.concat([als.gamma_rho(ts.select("special"), analysis.bases, seed=seed).assign(
+        variant=f"{analysis.who} · {source} · [CLS]/[SEP] only") for source, ts in analysis.states.items()])
+
+
+def depth_profiles(analyses: Sequence[Analysis], *, m: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Section 3.3's build-up test for each model and source: the content tokens' alignment at every depth with
+    the model's *last* layer's principal direction (:func:`lib.alignment_stats.fixed_direction_profile`), with
+    ``variant`` (``"<who> · <source>"``), ``who`` and ``source`` columns."""
+    profiles = []
+    for a in analyses:
+        for source, ts in a.states.items():
+            prof = als.fixed_direction_profile(ts.select("content"), a.bases.v1[-1], m=m, seed=seed)
+            profiles.append(prof.assign(variant=f"{a.who} · {source}", who=a.who, source=source))
+    return pd.concat(profiles, ignore_index=True)
+
+
+# -- the words of chapter 3's prose ---------------------------------------------------------------------------
+def layer_list(layers: Sequence[int]) -> str:
+    """``"layers 1, 2 and 4"``, ``"layer 3"`` or ``"no layer"``."""
+    words = [str(x) for x in layers]
+    if not words:
+        return "no layer"
+    if len(words) == 1:
+        return f"layer {words[0]}"
+    return "layers " + ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def beat_phrase(r: LayerRange, c: TwinComparison, metric: str) -> str:
+    """``"k of L layers (trained) vs a, b, c (twins)"``: layers beating their own null, for ``metric``
+    (``"gamma"`` or ``"rho"``) of one source."""
+    if metric not in ("gamma", "rho"):
+        raise ValueError(f"metric must be 'gamma' or 'rho', got {metric!r}")
+    tr, tw = getattr(r, f"{metric}_beat"), getattr(c, f"twin_{metric}_beat")
+    return f"{len(tr)} of {r.layers} layers (trained) vs {', '.join(map(str, tw))} (twins)"
+
+
+def twin_verdict(n_trained: int, n_twins: Sequence[int], n_layers: int) -> str:
+    """A claim's verdict from the null-test counts (layers beating their own null at FDR 5%) of the trained
+    model and of each twin: "not reproduced" (no trained layer), "not specific to training" (a twin does as
+    well), else "reproduced" (every layer) or "partly reproduced"."""
+    if n_trained == 0:
+        return "not reproduced"
+    if n_twins and max(n_twins) >= n_trained:
+        return "not specific to training"
+    return "reproduced" if n_trained == n_layers else "partly reproduced"
+
+
+def gamma_rho_glue(trained: Analysis, twins: Sequence[Analysis], source: str) -> dict[str, Any]:
+    """The values section 3.3's prose quotes for one trajectory source, by glue name (without the source prefix).
+
+    ``ratio_range`` / ``rho_range`` (trained, over layers), ``g_beat`` / ``r_beat`` (how many layers beat
+    their own null, ints) and ``*_layers`` (which, in words), ``null_g`` / ``null_rho`` (the nulls' central 95%
+    ranges), the same for the twins pooled (``tw_*``), the means over layers (``tr_g``, ``tw_g``, ``tr_r``,
+    ``tw_r``) and where the trained one lies in the twins' range (``g_where``, ``r_where``), the layers above
+    every twin (``g_above``, ``r_above``) and two verdict sentences (``means_verdict``, ``null_verdict``).
+    """
+    res_tw = [a.results for a in twins]
+    r = layer_range(trained.results, source)
+    nr = als.null_range(select_source(trained.null, source))
+    c = compare_to_twins(trained.results, res_tw, source)
+    tw = layer_range(pd.concat(res_tw), source)
+    more = {m: len(getattr(r, f"{m}_beat")) > max(getattr(c, f"twin_{m}_beat")) for m in ("gamma", "rho")}
+    if all(more.values()):
+        null_verdict = ("the trained layers beat their own null more often than those of any twin, for both γ_t "
+                        "and ρ_t")
+    elif any(more.values()):
+        null_verdict = ("the trained layers beat their own null more often than any twin's for "
+                        + ("γ_t" if more["gamma"] else "ρ_t") + " only")
+    else:
+        null_verdict = "the trained layers beat their own null no more often than some twin's"
+    return {
+        "ratio_range": f"{r.gamma_ratio_min:.2f}–{r.gamma_ratio_max:.2f}",
+        "rho_range": f"{r.rho_min:.2f}–{r.rho_max:.2f}",
+        "g_beat": len(r.gamma_beat), "g_beat_layers": layer_list(r.gamma_beat),
+        "r_beat": len(r.rho_beat), "r_beat_layers": layer_list(r.rho_beat),
+        "null_rho": f"{nr.rho_lo:.2f}–{nr.rho_hi:.2f}",
+        "null_g": f"{nr.gamma_ratio_lo:.2f}–{nr.gamma_ratio_hi:.2f}",
+        "tw_ratio_range": f"{tw.gamma_ratio_min:.2f}–{tw.gamma_ratio_max:.2f}",
+        "tw_rho_range": f"{tw.rho_min:.2f}–{tw.rho_max:.2f}",
+        "tw_g_beat": ", ".join(map(str, c.twin_gamma_beat)), "tw_r_beat": ", ".join(map(str, c.twin_rho_beat)),
+        "tr_g": f"{c.trained_gamma:.2f}", "tw_g": ", ".join(f"{g:.2f}" for g in c.twin_gamma),
+        "g_where": c.gamma_where,
+        "tr_r": f"{c.trained_rho:.3f}", "tw_r": ", ".join(f"{x:.3f}" for x in c.twin_rho), "r_where": c.rho_where,
+        "g_above": len(c.gamma_layers_above), "r_above": len(c.rho_layers_above),
+        "means_verdict": ("training raises both means above every random initialization we tried" if c.learned else
+                          "the means over layers do not separate the trained model from random weights of the "
+                          "same architecture"),
+        "null_verdict": null_verdict,
+    }
+
+
+def build_up_text(row: Any) -> str:
+    """``"+0.0154 [+0.0113, +0.0199]"``: a profile's build-up with its bootstrap interval (a row of
+    :func:`lib.alignment_stats.fixed_direction_profile`)."""
+    return f"{row.build_up:+.4f} [{row.build_up_lo:+.4f}, {row.build_up_hi:+.4f}]"
+
+
+class BuildUp(NamedTuple):
+    """:func:`build_up_glue`'s result: the prose's values (by glue name, without the source prefix), whether
+    the trained alignment at depth ``L−1`` lies inside its null band, and whether its build-up beats the null
+    (one-sided ``p < 0.05``)."""
+
+    values: dict[str, str]
+    last_inside: bool
+    beats_null: bool
+
+
+def build_up_glue(profiles: pd.DataFrame, source: str, n_layers: int) -> BuildUp:
+    """The numbers of the build-up paragraph for one source, from :func:`depth_profiles` (trained and twins)."""
+    build = profiles.groupby("variant", sort=False).first()
+    b = build.loc[f"trained · {source}"]
+    tw = build[(build.who != "trained") & (build.source == source)]
+    rows = profiles[(profiles.variant == f"trained · {source}") & (profiles.step == n_layers - 1)]
+    last = rows.iloc[0]
+    values = {
+        "build": build_up_text(b),
+        "tw_build": ", ".join(f"{x:+.4f}" for x in tw.build_up),
+        "last_ratio": f"{last.ratio:.2f} [{last.ratio_lo:.2f}, {last.ratio_hi:.2f}]",
+        "last_null": f"{last.null_ratio_lo:.2f}–{last.null_ratio_hi:.2f}",
+        "build_null": f"{b.build_up_null_lo:+.4f} to {b.build_up_null_hi:+.4f}",
+        "build_p": f"{b.p_build_up:.3f}",
+    }
+    inside = bool(last.null_ratio_lo <= last.ratio <= last.null_ratio_hi)
+    return BuildUp(values, inside, bool(b.p_build_up < 0.05))
+
+
 # -- one of the paper's checkpoints, end to end ---------------------------------------------------------
 @dataclass(frozen=True)
 class PaperModelRun:
@@ -653,3 +961,16 @@ def time_warning(names: Sequence[str]) -> str:
     if not torch.cuda.is_available() and secs > 60:
         warnings.warn(msg, UserWarning, stacklevel=2)
     return msg
+
+
+# -- section 3.5 on the page -----------------------------------------------------------------------------------
+def best_device() -> str:
+    """``"cuda"`` when a GPU is visible, else ``"cpu"`` (the forward passes; every eig stays on the CPU)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def offline_message() -> str:
+    """What chapter 3's real-model section prints in an offline build: what it skipped and how long it would take."""
+    return ("Offline build: the paper's checkpoints were skipped. Set SPECTRAL_BOOK_REAL_MODELS=1 (with network "
+            "access) to run " + ", ".join(s.hub_id for s in PAPER_MODELS) + ".\n"
+            f"Estimated time for all of them on this machine: {estimate_seconds(PAPER_MODELS) / 60:.0f} min.")

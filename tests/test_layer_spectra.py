@@ -37,3 +37,23 @@ def test_inner_fraction_per_row_radius_and_bad_input():
         inner_fraction(lams, 0.0)
     with pytest.raises(InputError):
         ginibre_product_inner_fraction(0)
+
+
+def test_readable_table_labels_formats_and_the_model_column():
+    """The page's spectrum table: readable headers (no code names), one format per quantity, and the ``model``
+    column only when several models are stacked (chapter 3)."""
+    import re
+
+    from lib.layer_spectra import TABLE_LABELS, LayerSpectra, readable_table
+
+    rng = np.random.default_rng(0)
+    table = LayerSpectra(rng.standard_normal((2, 6, 6)), "M (trained)").table
+    one = readable_table(table)
+    html = one.to_html()
+    assert "M (trained)" not in html and "model" not in one.data.columns
+    headers = [str(c) for c in one.data.columns]
+    assert headers == [TABLE_LABELS[c] for c in table.columns if c != "model"]
+    assert not [h for h in headers if re.search(r"[A-Za-z0-9]_[A-Za-z0-9]", h)]
+    stacked = readable_table(table, with_model=True)
+    assert list(stacked.data.columns)[0] == "model" and "M (trained)" in stacked.to_html()
+    assert f"{table.spectral_radius.iloc[0]:.4f}" in html  # TABLE_FORMAT: four decimals for |λ₁|

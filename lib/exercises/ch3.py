@@ -1,8 +1,8 @@
-"""Checker of chapter 3's exercise: γ and ρ of one layer.
+"""Checkers of chapter 3's exercises: γ and ρ of one layer, the token choice, a span's chance level, a null test.
 
-The reference is :func:`lib.alignment_stats.gamma_rho` (vectorised over prompts and layers, tested
-on its own); the mistakes named are the signed cosine, the dot product without the token norms and a
-non-strict increase.
+The references are :mod:`lib.alignment_stats` (``gamma_rho``, ``baseline_subspace``, ``random_null``;
+vectorised over prompts and layers, tested on their own) on toy token states built here; each checker names
+the plausible mistakes (a signed cosine, the wrong tokens, the wrong chance level, uncorrected p-values...).
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from lib.alignment_stats import TokenStates, gamma_rho, random_directions
-from lib.exercises.runner import DEFAULT_TIME_LIMIT, Case, Wrong, as_float, as_pair, call, run_cases
+from lib import toys
+from lib.alignment_stats import (EigenBases, TokenStates, baseline_subspace, eigen_bases, gamma_rho, random_directions,
+                                random_null)
+from lib.exercises.runner import DEFAULT_TIME_LIMIT, Case, Wrong, as_array, as_float, as_int, as_pair, call, run_cases
 
-__all__ = ["check_gamma_rho"]
+__all__ = ["check_gamma_rho", "check_null_layers", "check_span_ratio", "check_token_shift"]
 
 
 def _variants(Xi: np.ndarray, Xo: np.ndarray, v: np.ndarray) -> dict[str, tuple[float, float]]:
@@ -72,4 +74,201 @@ def check_gamma_rho(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], Any], ver
         Case("sign of v does not matter (absolute cosine)", compare(X_in, X_out, -v)),
         Case("token norms do not matter (cosine, not dot product)", compare(3.0 * X_in, 0.1 * X_out, v)),
         Case("no change gives ρ = 0 (strict increase)", compare(X_in, X_in.copy(), v)),
+    ], verbose, time_limit)
+
+
+# -- exercises 3.2–3.4: the same statistics, other tokens, other bases, another null ----------------------------
+def _toy_bases(seed: int = 0) -> EigenBases:
+    """Eigen-bases of three ``12 × 12`` layers whose ``span{v₁, v₂}`` has 2, 3 and 4 dimensions (real + real,
+    complex + real, complex + complex leading eigenvalues), built with a prescribed spectrum."""
+    bulk = list(np.linspace(0.5, 0.1, 8))
+    spectrum_sets = ([3.0, 2.0] + bulk + [0.05, 0.02], [2.5 * np.exp(0.6j), 1.5] + bulk + [0.05],
+               [2.5 * np.exp(0.6j), 1.5 * np.exp(1.1j)] + bulk)
+    F = [toys.matrix_with_spectrum(s, seed=seed + i, cond=2.0) for i, s in enumerate(spectrum_sets)]
+    return eigen_bases(np.stack(F))
+
+
+def _toy_states(eb: EigenBases, seed: int, *, prompts: int = 7, special_push: float = 2.0) -> TokenStates:
+    """Token trajectories through ``eb``'s layers: each layer adds noise and pulls every token toward its
+    ``span{v₁, v₂}``; the special tokens (first and last of each prompt) are pulled ``special_push`` times harder
+    toward ``v₁`` on the way out, so that they behave unlike the content tokens."""
+    rng = np.random.default_rng(seed)
+    d, T = eb.v1.shape[1], eb.n_layers
+    trajs, specials = [], []
+    for _ in range(prompts):
+        n = int(rng.integers(4, 8))
+        special = np.zeros(n, dtype=bool)
+        special[[0, -1]] = True
+        X = [rng.standard_normal((n, d))]
+        for t in range(T):
+            Y = X[-1] + 0.5 * rng.standard_normal((n, d))
+            span = eb.v12[t] @ (eb.v12[t].T @ Y.T)  # projection on span{v₁, v₂}
+            Y = Y + 0.8 * span.T
+            pull = eb.v1[t] @ (eb.v1[t].T @ Y[special].T)
+            Y[special] += special_push * pull.T
+            X.append(Y)
+        trajs.append(np.stack(X))
+        specials.append(special)
+    return TokenStates.from_trajectories(trajs, specials)
+
+
+def _per_layer(fn: Callable[..., Any], ts: TokenStates, eb: Any, what: str) -> np.ndarray:
+    """The student's per-layer result, as a ``(T,)`` float array."""
+    return as_array(call(fn, ts, eb), (ts.steps,), what)
+
+
+def _named(got: np.ndarray, want: np.ndarray, variants: dict[str, np.ndarray], what: str) -> None:
+    """Raise :class:`Wrong` unless ``got`` equals ``want``, naming the first variant ``got`` equals."""
+    if np.allclose(got, want, rtol=1e-9, atol=1e-12):
+        return
+    why = next((hint for hint, v in variants.items() if np.allclose(got, v, rtol=1e-9, atol=1e-12)), "")
+    raise Wrong(f"{what} {np.round(got, 4).tolist()}, expected {np.round(want, 4).tolist()}"
+                + (f": {why}" if why else ""))
+
+
+def check_token_shift(fn: Callable[[TokenStates, EigenBases], Any], verbose: bool = True,
+                      time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
+    """Check ``fn(ts, eb) -> (T,)``: per layer, γ_t over *all* tokens minus γ_t over the content tokens only.
+
+    ``ts`` holds every token (special ones included), ``eb`` the layers' :class:`EigenBases` (γ_t is measured
+    against ``eb.v1``). The reference is :func:`lib.alignment_stats.gamma_rho`. Rejected by name: the special
+    tokens alone instead of all tokens, the opposite sign, γ_t / chance instead of γ_t, ρ_t instead of γ_t.
+    """
+    def gamma(ts: TokenStates, eb: EigenBases, col: str = "gamma") -> np.ndarray:
+        return gamma_rho(ts, eb, n_boot=0)[col].to_numpy()
+
+    def case(eb: EigenBases, ts: TokenStates) -> Callable[[], None]:
+        def run() -> None:
+            got = _per_layer(fn, ts, eb, "the shift")
+            content = gamma(ts.select("content"), eb)
+            want = gamma(ts.select("all"), eb) - content
+            variants = {
+                "'all tokens' are the content and the special tokens together (ts.select('all')), "
+                "not the special ones alone": gamma(ts.select("special"), eb) - content,
+                "the sign: γ_t of all tokens minus γ_t of the content tokens": -want,
+                "take γ_t itself (the column gamma), not γ_t / chance (gamma_ratio)":
+                    gamma(ts.select("all"), eb, "gamma_ratio") - gamma(ts.select("content"), eb, "gamma_ratio"),
+                "γ_t is the mean alignment (gamma), not the fraction of increases ρ_t (rho)":
+                    gamma(ts.select("all"), eb, "rho") - gamma(ts.select("content"), eb, "rho"),
+            }
+            _named(got, want, variants, "got the shift")
+        return run
+
+    eb = _toy_bases(0)
+    return run_cases("check_token_shift", fn, [
+        Case("special tokens pulled toward v₁", case(eb, _toy_states(eb, seed=1))),
+        Case("special tokens like the others (the shift is small)",
+             case(eb, _toy_states(eb, seed=2, special_push=0.0))),
+    ], verbose, time_limit)
+
+
+def check_span_ratio(fn: Callable[[TokenStates, EigenBases], Any], verbose: bool = True,
+                     time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
+    """Check ``fn(ts, eb) -> (T,)``: per layer, γ_t against ``span{v₁,t, v₂,t}`` (``eb.v12[t]``, whose first
+    ``eb.k12[t]`` columns are used) over the chance level ``c(d, k12_t)`` of that span's own dimension.
+
+    The toy layers' spans have 2, 3 and 4 dimensions. Rejected by name: the chance level of a line, that of the
+    padded width 4, no division by chance, the principal direction ``eb.v1`` instead of the span.
+    """
+    def col(ts: TokenStates, B: Any, name: str = "gamma_ratio") -> np.ndarray:
+        return gamma_rho(ts, B, n_boot=0)[name].to_numpy()
+
+    def case(eb: EigenBases, ts: TokenStates) -> Callable[[], None]:
+        def run() -> None:
+            got = _per_layer(fn, ts, eb, "the ratio")
+            raw = col(ts, eb.v12, "gamma")
+            want = raw / np.array([baseline_subspace(ts.d, int(k)) for k in eb.k12])
+            variants = {
+                "divide by the chance level of the span's own dimension k = eb.k12[t] (2 to 4), not a line's "
+                "c(d, 1)": raw / baseline_subspace(ts.d, 1),
+                "eb.v12 is zero-padded to 4 columns: its dimension is eb.k12[t], not 4":
+                    raw / baseline_subspace(ts.d, 4),
+                "divide γ_t by its chance level c(d, k)": raw,
+                "measure against span{v₁, v₂} (eb.v12), not v₁ alone (eb.v1)": col(ts, eb),
+            }
+            _named(got, want, variants, "got")
+        return run
+
+    eb = _toy_bases(0)
+    return run_cases("check_span_ratio", fn, [
+        Case("spans of dimension 2, 3 and 4", case(eb, _toy_states(eb, seed=3))),
+        Case("other tokens, the same layers", case(eb, _toy_states(eb, seed=4, prompts=5))),
+    ], verbose, time_limit)
+
+
+def _null_toy(seed: int = 18, d: int = 12) -> tuple[TokenStates, np.ndarray]:
+    """Five layers and one direction each: layer 1 raises the tokens' alignment with its direction strongly, layer 2
+    a little (its ρ beats the null before the Benjamini–Hochberg correction, not after), layer 3 lines the tokens
+    up with layer 4's direction, from which layer 4 lets them drift back slightly (γ_4 beats its null, ρ_4 does
+    not), layer 5 does nothing in particular."""
+    rng = np.random.default_rng(seed)
+    B = random_directions(d, 5, seed=seed + 100)
+    trajs = []
+    for _ in range(8):
+        n = int(rng.integers(4, 8))
+        X = [rng.standard_normal((n, d))]
+        for t, push in enumerate((0.6, 0.08, 0.0, 0.0, 0.0)):
+            Y = X[-1] + 0.6 * rng.standard_normal((n, d))
+            if t == 2:
+                u = B[3]
+                Y = Y + 1.5 * np.sign(Y @ u)[:, None] * u * np.linalg.norm(Y, axis=1, keepdims=True)
+            elif t == 3:
+                u = B[3]
+                Y = X[-1] - 0.15 * (X[-1] @ u)[:, None] * u + 0.1 * rng.standard_normal((n, d))
+            else:
+                u = B[t]
+                Y = Y + push * np.sign(Y @ u)[:, None] * u * np.linalg.norm(Y, axis=1, keepdims=True)
+            X.append(Y)
+        trajs.append(np.stack(X))
+    return TokenStates.from_trajectories(trajs), B[:, :, None]
+
+
+def _layers(value: Any) -> tuple[int, ...]:
+    """The student's answer as a tuple of ints (a tuple, list or integer array)."""
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1 or (value.size and value.dtype.kind not in "iu"):
+            raise Wrong(f"return the layers as a tuple of ints, got an array of dtype {value.dtype}")
+        value = value.tolist()
+    if not isinstance(value, (tuple, list)):
+        raise Wrong(f"return the layers as a tuple of ints, e.g. (1, 3) or (), got {type(value).__name__}")
+    floats = [x for x in value if isinstance(x, (float, np.floating))]
+    if floats:
+        raise Wrong(f"layers are ints such as 1 or 3, got the float {floats[0]!r}: convert each with int(...)")
+    return tuple(as_int(x, "each layer") for x in value)
+
+
+def check_null_layers(fn: Callable[[TokenStates, np.ndarray, int, int], Any], verbose: bool = True,
+                      time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
+    """Check ``fn(ts, bases, m, seed) -> tuple``: the 1-based layers, in increasing order, whose ρ_t against
+    ``bases`` beats the layer's own null of ``m`` random subspaces (seed ``seed``) at FDR 5%: ``q_rho < 0.05``
+    in :func:`lib.alignment_stats.random_null`. Rejected by name: the uncorrected ``p_rho``, γ_t's test
+    (``q_gamma``), 0-based layers, float layer numbers."""
+    def case(ts: TokenStates, B: np.ndarray, m: int, seed: int) -> Callable[[], None]:
+        def run() -> None:
+            got = _layers(call(fn, ts, B.copy(), m, seed))
+            null = random_null(ts, B, m=m, seed=seed)
+
+            def where(mask: Any) -> tuple[int, ...]:
+                return tuple(int(x) for x in null.layer[mask])
+
+            want = where(null.q_rho < 0.05)
+            if got == want:
+                return
+            variants = {
+                "use the Benjamini–Hochberg q-values (q_rho), not the raw p-values: testing every layer at 5% "
+                "finds a layer by chance alone in many runs": where(null.p_rho < 0.05),
+                "the test of ρ_t (q_rho), not of γ_t (q_gamma)": where(null.q_gamma < 0.05),
+                "layers are numbered from 1 (the column layer), not from 0": tuple(t - 1 for t in want),
+            }
+            why = next((hint for hint, v in variants.items() if got == v and v != want), "")
+            raise Wrong(f"got layers {got}, expected {want}" + (f": {why}" if why else ""))
+        return run
+
+    ts, B = _null_toy()
+    noise, _ = _null_toy(seed=5)
+    flat = TokenStates.from_trajectories([np.repeat(noise.states[:1], 6, axis=0)])  # nothing moves: ρ_t = 0
+    return run_cases("check_null_layers", fn, [
+        Case("five layers: strong, weak, none, γ without ρ, none", case(ts, B, 200, 0)),
+        Case("another seed of the same null", case(ts, B, 200, 1)),
+        Case("no layer moves the tokens (the answer is ())", case(flat, B, 100, 0)),
     ], verbose, time_limit)

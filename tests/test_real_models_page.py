@@ -1,0 +1,205 @@
+"""lib.real_models, what chapter 3 computes section by section and the words and numbers of its prose.
+
+The page's glue cells call these functions; the tests pin each on hand-made frames (where the answer can be
+written down) or on a tiny checkpoint against the lower-level functions they wrap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import lib
+from lib import alignment_stats as als
+from lib import real_models as rm
+
+TEXTS = ["hello there.", "a longer second sentence, with a comma.", "abc", "the third one is short."]
+
+
+# -- words -------------------------------------------------------------------------------------------------
+def test_layer_list_reads_as_english():
+    assert rm.layer_list(()) == "no layer"
+    assert rm.layer_list((3,)) == "layer 3"
+    assert rm.layer_list((1, 2)) == "layers 1 and 2"
+    assert rm.layer_list((1, 2, 4, 5, 6)) == "layers 1, 2, 4, 5 and 6"
+
+
+@pytest.mark.parametrize("n_trained, n_twins, verdict", [
+    (0, (0, 0, 0), "not reproduced"),
+    (5, (0, 1, 3), "partly reproduced"),
+    (6, (0, 1, 3), "reproduced"),
+    (2, (0, 2, 1), "not specific to training"),  # a twin does as well
+    (3, (), "partly reproduced"),
+])
+def test_twin_verdict(n_trained, n_twins, verdict):
+    assert rm.twin_verdict(n_trained, n_twins, 6) == verdict
+
+
+def test_beat_phrase_counts_layers_of_trained_and_twins():
+    r = rm.LayerRange(6, 1.0, 2.0, 0.3, 0.8, 2, gamma_beat=(1, 2, 4), rho_beat=(5,))
+    c = rm.TwinComparison("simplified", 1.5, (1.2,), "above", 0.6, (0.5,), "above",
+                          twin_gamma_beat=(0, 1, 3), twin_rho_beat=(0, 0, 0))
+    assert rm.beat_phrase(r, c, "gamma") == "3 of 6 layers (trained) vs 0, 1, 3 (twins)"
+    assert rm.beat_phrase(r, c, "rho") == "1 of 6 layers (trained) vs 0, 0, 0 (twins)"
+    with pytest.raises(ValueError, match="metric"):
+        rm.beat_phrase(r, c, "tilt")
+
+
+def test_table_formats_give_one_precision_per_quantity():
+    cols = ["model", "predicted rate r", "fitted rate (steps 20–50)", "fitted rate 95% CI", "alignment at step 0",
+            "alignment at step 60", "mean γ_t / chance", "mean Δγ_t", "mean ρ_t", "γ_t / chance", "ρ_t", "tokens",
+            "γ_t / chance 95% CI", "ρ_t 95% CI"]
+    fmt = rm.table_formats(cols)
+    assert fmt["predicted rate r"] == fmt["fitted rate (steps 20–50)"] == "{:.3f}"  # as the CI text (3 decimals)
+    assert fmt["alignment at step 0"] == fmt["alignment at step 60"] == "{:.4f}"
+    assert fmt["mean γ_t / chance"] == fmt["γ_t / chance"] == "{:.2f}"  # as "[1.03, 1.16]"
+    assert fmt["mean ρ_t"] == fmt["ρ_t"] == "{:.3f}"
+    # text (intervals) and counts keep their own form
+    assert not {"model", "fitted rate 95% CI", "tokens", "γ_t / chance 95% CI", "ρ_t 95% CI"} & set(fmt)
+
+
+# -- the prose's numbers, on hand-made frames -------------------------------------------------------------
+def _frame(who, gamma_ratio, rho, q_gamma, q_rho):
+    """layer_varying-style results for both sources (the same numbers), with the null columns."""
+    L = len(gamma_ratio)
+    return pd.concat([pd.DataFrame({
+        "layer": np.arange(1, L + 1), "variant": f"{who} · {s}", "gamma_ratio": gamma_ratio, "rho": rho,
+        "tilt": 0.01, "q_gamma": q_gamma, "q_rho": q_rho,
+        "gamma_ratio_null_lo": 0.8, "gamma_ratio_null_hi": 1.25, "rho_null_lo": 0.25, "rho_null_hi": 0.75,
+    }) for s in rm.TRAJECTORIES], ignore_index=True)
+
+
+class _Model:
+    def __init__(self, seed=None):
+        self.random_init, self.seed, self.label = seed is not None, seed, "M"
+
+
+def test_gamma_rho_glue_on_hand_made_frames():
+    trained = _frame("trained", [1.5, 3.0, 2.0], [0.75, 0.5, 0.875], [0.01, 0.01, 0.5], [0.01, 0.5, 0.01])
+    tr = rm.Analysis(_Model(), None, trained, trained, {})
+    tws = [rm.Analysis(_Model(s), None, _frame(f"random init s{s}", [1.0, 4.0, 1.0], [0.5, 0.25, 0.5],
+                                               [1.0, 0.01, 1.0], [1.0, 1.0, 1.0]), None, {}) for s in (0, 1)]
+    g = rm.gamma_rho_glue(tr, tws, "simplified")
+    assert g["ratio_range"] == "1.50–3.00" and g["rho_range"] == "0.50–0.88"
+    assert (g["g_beat"], g["g_beat_layers"], g["r_beat"], g["r_beat_layers"]) == (2, "layers 1 and 2", 2,
+                                                                                     "layers 1 and 3")
+    assert g["null_g"] == "0.80–1.25" and g["null_rho"] == "0.25–0.75"
+    assert g["tw_ratio_range"] == "1.00–4.00" and g["tw_g_beat"] == "1, 1" and g["tw_r_beat"] == "0, 0"
+    assert g["tr_g"] == "2.17" and g["tw_g"] == "2.00, 2.00" and g["g_where"] == "above"
+    assert g["tr_r"] == "0.708" and g["r_where"] == "above" and (g["g_above"], g["r_above"]) == (2, 3)
+    assert g["means_verdict"].startswith("training raises both means")
+    assert g["null_verdict"].endswith("for both γ_t and ρ_t")
+    tws[0] = rm.Analysis(_Model(0), None, _frame("random init s0", [1.0] * 3, [0.5] * 3, [0.01] * 3, [1.0] * 3),
+                         None, {})
+    assert rm.gamma_rho_glue(tr, tws, "simplified")["null_verdict"].endswith("for ρ_t only")
+
+
+def _profile(who, source, build_up, p, ratio_last, null_last):
+    steps = np.arange(4)
+    return pd.DataFrame({
+        "step": steps, "ratio": [1.0, 1.0, ratio_last, 2.0], "ratio_lo": 0.9, "ratio_hi": 1.2,
+        "null_ratio_lo": null_last[0], "null_ratio_hi": null_last[1], "build_up": build_up, "build_up_lo": build_up - 0.01,
+        "build_up_hi": build_up + 0.01, "build_up_null_lo": -0.02, "build_up_null_hi": 0.03, "p_build_up": p,
+        "variant": f"{who} · {source}", "who": who, "source": source})
+
+
+def test_build_up_glue_reads_the_trained_row_and_the_twins():
+    profiles = pd.concat([
+        _profile("trained", "simplified", 0.0154, 0.142, 1.1, (0.73, 1.44)),
+        _profile("trained", "real forward pass", 0.05, 0.01, 1.6, (0.8, 1.35)),
+        _profile("random init s0", "simplified", -0.0037, 0.6, 1.0, (0.7, 1.4)),
+        _profile("random init s1", "simplified", -0.0408, 0.9, 1.0, (0.7, 1.4)),
+    ], ignore_index=True)
+    sim = rm.build_up_glue(profiles, "simplified", n_layers=3)  # depth L−1 = step 2
+    assert sim.values == {"build": "+0.0154 [+0.0054, +0.0254]", "tw_build": "-0.0037, -0.0408",
+                          "last_ratio": "1.10 [0.90, 1.20]", "last_null": "0.73–1.44",
+                          "build_null": "-0.0200 to +0.0300", "build_p": "0.142"}
+    assert sim.last_inside and not sim.beats_null
+    real = rm.build_up_glue(profiles, "real forward pass", n_layers=3)
+    assert not real.last_inside and real.beats_null and real.values["tw_build"] == ""
+
+
+# -- what the sections compute, on a tiny checkpoint -------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_pair(tiny_dir, tmp_path_factory):
+    """A tiny BERT with a small WordPiece tokenizer (as tests/test_real_models.py builds it) and its
+    random-init twin (seed 3)."""
+    import json
+    import shutil
+
+    from tiny_models import VOCAB
+
+    letters = list("abcdefghijklmnopqrstuvwxyz")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters, *(f"##{c}" for c in letters), ".", ","]
+    vocab += [f"[unused{i}]" for i in range(VOCAB - len(vocab))]
+    folder = tmp_path_factory.mktemp("tok-bert") / "ckpt"
+    shutil.copytree(tiny_dir("bert"), folder)
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer",
+                                                              "do_lower_case": True}))
+    return lib.load_model(str(folder)), lib.load_model(str(folder), random_init=True, seed=3)
+
+
+def test_shared_layer_runs_iterate_each_layer_of_each_model(tiny_pair):
+    trained, twin = tiny_pair
+    H, S = rm.prompt_states(trained, TEXTS)
+    x0 = [h[0] for h in H]
+    eb = als.eigen_bases(trained.layer_matrices())
+    runs = rm.shared_layer_runs([trained, twin], x0, S, steps=12, layers=(0, 1), anchor=4, fit=(4, 10),
+                                bases=[eb, None])
+    assert [(r.series, r.layer) for r in runs] == [("trained", 1), ("trained", 2), ("random init, seed 3", 1),
+                                                   ("random init, seed 3", 2)]
+    ts = rm.simplified_states(twin.layer(1).attention, x0, steps=12, special=S)
+    ref = als.shared_convergence(ts.select("content"), als.eigen_bases(twin.layer_matrices()).layer(1), anchor=4,
+                                 fit=(4, 10))
+    pd.testing.assert_frame_equal(runs[3].convergence, ref)
+    frame = rm.shared_runs_frame(runs)
+    assert len(frame) == sum(len(r.convergence) for r in runs)
+    assert frame.groupby(["series", "layer iterated"]).size().size == 4
+    table = rm.shared_runs_table(runs, fit=(4, 10))
+    assert len(table) == 8 and "fitted rate (steps 4–10)" in table
+    assert rm.shared_run_row(table, twin.label, 2)["model"] == "random init, seed 3"
+
+
+def test_analyse_overview_special_tokens_and_depth_profiles(tiny_pair):
+    trained, twin = tiny_pair
+    H, S = rm.prompt_states(trained, TEXTS)
+    eb = als.eigen_bases(trained.layer_matrices())
+    tr = rm.analyse(trained, TEXTS, n_null=20, H=H, S=S, bases=eb)
+    tw = rm.analyse(twin, TEXTS, n_null=20)
+    ref = rm.layer_varying(trained, H, S, eb, n_null=20)
+    pd.testing.assert_frame_equal(tr.results, ref.results)
+    assert tr.who == "trained" and tw.who == "random init s3" and tr.bases is eb
+    over = rm.overview_table([tr, tw])
+    assert over.model.tolist() == [trained.label] * 2 + [twin.label] * 2
+    assert over.trajectories.tolist() == list(rm.TRAJECTORIES) * 2
+    special = rm.special_token_results(tr)
+    assert special.variant.tolist() == [f"trained · {s} · [CLS]/[SEP] only" for s in rm.TRAJECTORIES
+                                        for _ in range(trained.n_layers)]
+    assert (special.tokens == 2 * len(TEXTS)).all()  # [CLS] and [SEP] of every prompt
+    profiles = rm.depth_profiles([tr, tw], m=10)
+    assert profiles.variant.unique().tolist() == [f"{w} · {s}" for w in ("trained", "random init s3")
+                                                  for s in rm.TRAJECTORIES]
+    one = als.fixed_direction_profile(tw.states["real forward pass"].select("content"), tw.bases.v1[-1], m=10)
+    got = profiles[profiles.variant == "random init s3 · real forward pass"].drop(columns=["variant", "who", "source"])
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), one)
+
+
+def test_random_albert_spectra_leading_eigenvalues_agree_with_the_full_eig(monkeypatch):
+    monkeypatch.setitem(rm.ALBERT_SIZES, "tiny", dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4))
+    out = rm.random_albert_spectra(seed=1, full=("tiny",), leading=("tiny",), k=4)
+    full, top = out.table.iloc[0], out.table.iloc[1]
+    assert out.table.layer.tolist() == ["shared", "shared"] and out.table.d.tolist() == [64, 64]
+    assert out.leading == (top.model,) and "random init, seed 1" in top.model
+    assert top.gap_ratio == pytest.approx(full.gap_ratio, rel=1e-8)
+    assert top.spectral_radius == pytest.approx(full.spectral_radius, rel=1e-10)
+    assert 0 <= out.residual < 1e-8
+
+
+def test_paper_models_table_and_offline_message():
+    t = rm.paper_models_table()
+    assert list(t.columns) == ["hub id", "d", "layers", "shared weights"] and len(t) == len(rm.PAPER_MODELS)
+    msg = rm.offline_message()
+    assert msg.startswith("Offline build") and all(m.hub_id in msg for m in rm.PAPER_MODELS)
+    assert rm.best_device() in ("cpu", "cuda")
