@@ -42,30 +42,58 @@ if TYPE_CHECKING:
     from lib.models import SpectralModel
 
 __all__ = [
-    "CONTROLS",
     "BootstrapRun",
+    "CONTROLS",
+    "DEPTH_METRICS",
+    "FunnelEvidence",
     "Interval",
+    "METRIC_LABELS",
+    "PAPER_MODELS",
+    "PRODUCTS",
     "TrendTest",
+    "block_erank_frame",
+    "block_erank_table",
     "bootstrap_run",
+    "bootstrap_twins",
     "bootstrap_weights",
+    "claim_measurements",
+    "claim_verdicts",
     "combine_verdicts",
     "compare_with_twins",
     "control_funnels",
     "control_verdict",
-    "funnel_verdict",
-    "learned_verdict",
-    "operator_sign_verdict",
-    "power_qualified",
-    "sign_pattern_verdict",
+    "depth_frame",
+    "depth_trends",
+    "final_funnel_table",
+    "funnel_curves",
     "funnel_eranks",
+    "funnel_verdict",
+    "input_norms",
     "input_rescaling",
     "interval",
+    "learned_verdict",
     "metric_frame",
     "ols_slope",
+    "operator_sign_verdict",
+    "paper_model_work",
+    "per_prompt_final_erank",
+    "power_qualified",
     "resampled_means",
+    "rescaling_scales",
+    "rescaling_table",
+    "sign_pattern_verdict",
+    "smallest_moduli",
     "spectral_metrics",
+    "sub_block_frame",
+    "sub_block_table",
+    "trend_frame",
+    "trend_table",
     "trend_test",
     "trend_verdict",
+    "trend_verdicts",
+    "twin_control_funnels",
+    "verdict_counts",
+    "verdict_frame",
 ]
 
 
@@ -513,3 +541,424 @@ def input_rescaling(model: SpectralModel, X0, Jbar, scales: Sequence[float]) -> 
                      "update_norm": float(np.linalg.norm(J1 - np.eye(len(J1)))),
                      "funnel": float(funnel_eranks(Js)[-1])})
     return pd.DataFrame(rows)
+
+
+# --- What the chapter's sections compute, as tables (sections 4.2–4.8) -----------------------------------
+
+DEPTH_METRICS: tuple[str, ...] = ("f_C", "delta_H", "r_rot")
+"""The per-layer metrics whose trend with depth section 4.3 tests."""
+
+METRIC_LABELS: dict[str, str] = {"f_C": "complex fraction f_C", "delta_H": "Henrici departure δ_H",
+                                 "r_rot": "rotation fraction r_rot", "erank": "effective rank"}
+"""How tables and charts name the metrics (chart text may hold ``f_C``; table headers use words)."""
+
+
+def bootstrap_twins(jacobians, *, update: bool, n_boot: int, seed: int = 0,
+                    resample: Sequence[str] = BOOTSTRAP_STATS) -> dict[str, BootstrapRun]:
+    """:func:`bootstrap_run` for a model and each twin, with the same resamples (same ``seed``).
+
+    Args:
+        jacobians: series label → :class:`lib.jacobian.JacobianSet` with ``per_prompt`` kept (for example
+            :attr:`lib.jacobian.TwinJacobians.jacobians`).
+        update, n_boot, seed, resample: as :func:`bootstrap_run`.
+    """
+    return {s: bootstrap_run(js.per_prompt, update=update, n_boot=n_boot, seed=seed, resample=resample)
+            for s, js in jacobians.items()}
+
+
+def depth_frame(panels: dict[str, dict[str, BootstrapRun]], baselines: dict[str, float] | None = None,
+                metrics: Sequence[str] = DEPTH_METRICS) -> pd.DataFrame:
+    """One row per panel, series and layer, for :func:`lib.page.funnel_plots.depth_chart`.
+
+    Args:
+        panels: panel title (a model and its operator) → series label → :class:`BootstrapRun`.
+        baselines: panel title → a reference level drawn as a dashed line (e.g. the Ginibre ``f_C``).
+
+    Returns:
+        columns ``model`` (the panel), ``series``, ``layer`` (1-based), ``depth`` (``(l+1)/L``), optionally
+        ``baseline``, and for each metric ``m``: ``m``, ``m_lo``, ``m_hi`` (the run's bootstrap interval at
+        its own level; NaN where the run has no replicates of ``m``).
+    """
+    rows = []
+    for panel, runs in panels.items():
+        for series, r in runs.items():
+            L = len(r.point[metrics[0]])
+            for l in range(L):
+                row: dict[str, object] = {"model": panel, "series": series, "layer": l + 1, "depth": (l + 1) / L}
+                if baselines is not None:
+                    row["baseline"] = baselines[panel]
+                for m in metrics:
+                    iv = r.interval(m, l) if r.has_interval(m) else Interval(float(r.point[m][l]), np.nan, np.nan)
+                    row[m], row[f"{m}_lo"], row[f"{m}_hi"] = iv.point, iv.lo, iv.hi
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def depth_trends(runs: dict[str, BootstrapRun], metrics: Sequence[str] = DEPTH_METRICS
+                 ) -> dict[tuple[str, str], TrendTest]:
+    """``(metric, series) → ``:meth:`BootstrapRun.trend` for every resampled run (section 4.3's slopes)."""
+    return {(m, s): r.trend(m) for m in metrics for s, r in runs.items()}
+
+
+def trend_verdicts(trends: dict[tuple[str, str], TrendTest], trained: str = "trained",
+                   expected: str = "falls") -> dict[str, str]:
+    """:func:`trend_verdict` of each metric of :func:`depth_trends`: the ``trained`` series against all others."""
+    out = {}
+    for m in dict.fromkeys(m for m, _ in trends):
+        twins = [t for (mm, s), t in trends.items() if mm == m and s != trained]
+        out[m] = trend_verdict(trends[m, trained], twins, expected)
+    return out
+
+
+def trend_frame(trends: dict[tuple[str, str], TrendTest]) -> pd.DataFrame:
+    """The slopes of :func:`depth_trends` for a chart and its table: ``metric`` (words), ``series``,
+    ``slope``, ``lo``, ``hi``, ``direction``."""
+    return pd.DataFrame([{"metric": METRIC_LABELS.get(m, m), "series": s, "slope": t.slope.point,
+                          "lo": t.slope.lo, "hi": t.slope.hi, "direction": t.direction}
+                         for (m, s), t in trends.items()])
+
+
+def trend_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`trend_frame` with readable columns: the slope and its 95% interval as text (one precision)."""
+    return pd.DataFrame({"metric": frame.metric, "weights": frame.series,
+                         "slope per unit depth": [f"{v:+.3f}" for v in frame.slope],
+                         "95% interval": [f"[{a:+.3f}, {b:+.3f}]" for a, b in zip(frame.lo, frame.hi)],
+                         "direction": frame.direction})
+
+
+def smallest_moduli(jacobians: dict[str, object]) -> pd.DataFrame:
+    """``min |λ|`` of every mean Jacobian: a column ``block`` (1-based), then one column per entry of
+    ``jacobians`` (a label → a :class:`lib.jacobian.JacobianSet` or an ``(L, d, d)`` stack)."""
+    from lib.spectra import eigvals
+
+    cols = {}
+    for label, js in jacobians.items():
+        stack = getattr(js, "mean", js)
+        cols[label] = [float(np.abs(eigvals(J)).min()) for J in stack]
+    L = len(next(iter(cols.values())))
+    return pd.DataFrame({"block": range(1, L + 1), **cols})
+
+
+def sub_block_frame(jacobians: dict[str, object], trained: str = "trained") -> pd.DataFrame:
+    """``δ_H`` and ``r_rot`` of the update of each sub-block's mean Jacobian (section 4.5), pre-norm.
+
+    Args:
+        jacobians: series label → :class:`lib.jacobian.JacobianSet` swept with ``parts=True``.
+
+    Returns:
+        one row per series, sub-block and layer: ``weights`` (``"trained"`` or ``"random init (n seeds)"``),
+        ``series``, ``sub_block`` (``"attention"`` / ``"MLP"``), ``layer``, ``delta_H``, ``r_rot``.
+    """
+    names = {"attn": "attention", "mlp": "MLP"}
+    n_twins = sum(s != trained for s in jacobians)
+    rows = []
+    for s, js in jacobians.items():
+        for part, Jm in js.parts.items():
+            m = spectral_metrics(Jm)
+            rows += [{"weights": "trained" if s == trained else f"random init ({n_twins} seeds)", "series": s,
+                      "sub_block": names.get(part, part), "layer": l + 1, "delta_H": m["delta_H"][l],
+                      "r_rot": m["r_rot"][l]} for l in range(len(Jm))]
+    return pd.DataFrame(rows)
+
+
+def sub_block_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`sub_block_frame` as a page table: one row per layer and sub-block, the trained value and the range
+    over the twins' seeds of ``δ_H`` and ``r_rot`` of the update (two decimals)."""
+    from lib.tables import value_range
+
+    tab = frame.groupby(["layer", "sub_block", "weights"], sort=False)[["delta_H", "r_rot"]].agg(value_range)
+    tab = tab.unstack("weights")
+    labels = {"delta_H": "δ_H", "r_rot": "rotation fraction"}
+    order = list(dict.fromkeys(frame.weights))
+    tab = tab[[(m, w) for m in ("delta_H", "r_rot") for w in order]]
+    tab.columns = [f"{labels[m]}, {w}" for m, w in tab.columns]
+    return tab.reset_index().rename(columns={"sub_block": "sub-block"})
+
+
+def twin_control_funnels(jacobians: dict[str, object], *, n_boot: int, trained: str = "trained",
+                         first: int = 1, seed: int = 0) -> dict[str, dict[str, Interval]]:
+    """:func:`control_funnels` of every series: intervals (``n_boot`` resamples) for ``trained``, point values
+    for the twins (one real Schur form per layer and resample makes the twins' intervals expensive)."""
+    return {s: control_funnels(js.per_prompt, first=first, n_boot=n_boot if s == trained else 0, seed=seed)
+            for s, js in jacobians.items()}
+
+
+PRODUCTS: tuple[str, ...] = ("blocks 1..l", "blocks 2..l", "blocks 2..l, Schur-normal", "blocks 2..l, shuffled Schur")
+"""The cumulative products that the funnel chart draws (the controls for the trained model only)."""
+
+
+def funnel_curves(panels: dict[str, tuple[dict[str, BootstrapRun], np.ndarray]],
+                  trained: str = "trained") -> pd.DataFrame:
+    """Every funnel curve of section 4.6's chart.
+
+    Args:
+        panels: panel title → ``(runs, Jbar)``: the series' :class:`BootstrapRun` s and the trained model's mean
+            Jacobians ``(L, d, d)``, whose controls (:func:`lib.nonnormal.control_matrices`) give two more curves.
+
+    Returns:
+        columns ``model`` (panel), ``series``, ``product`` (one of :data:`PRODUCTS`), ``blocks`` (the last block
+        multiplied; 0 is the identity) and ``erank``.
+    """
+    from lib.nonnormal import control_matrices, cumulative_product
+
+    rows = []
+    for panel, (runs, Jbar) in panels.items():
+        for s, r in runs.items():
+            rows += [{"model": panel, "series": s, "product": PRODUCTS[0], "blocks": l, "erank": float(e)}
+                     for l, e in enumerate(r.point["funnel"])]
+            rows += [{"model": panel, "series": s, "product": PRODUCTS[1], "blocks": l + 1, "erank": float(e)}
+                     for l, e in enumerate(r.point["funnel_no_b1"])]
+        cm = control_matrices(Jbar)
+        for name, product in (("Schur-normal", PRODUCTS[2]), ("shuffled Schur", PRODUCTS[3])):
+            rows += [{"model": panel, "series": trained, "product": product, "blocks": l + 1, "erank": float(e)}
+                     for l, e in enumerate(cumulative_product(cm[name][1:]).erank)]
+    return pd.DataFrame(rows)
+
+
+def block_erank_frame(runs: dict[str, BootstrapRun]) -> pd.DataFrame:
+    """The effective rank of each block's own ``J̄_l``: ``series``, ``block`` (1-based), ``erank``, ``lo``, ``hi``
+    (bootstrap interval; NaN without replicates)."""
+    rows = []
+    for s, r in runs.items():
+        for l, e in enumerate(r.point["erank"]):
+            iv = r.interval("erank", l) if r.has_interval("erank") else Interval(float(e), np.nan, np.nan)
+            rows.append({"series": s, "block": l + 1, "erank": iv.point, "lo": iv.lo, "hi": iv.hi})
+    return pd.DataFrame(rows)
+
+
+def block_erank_table(runs: dict[str, BootstrapRun], trained: str = "trained") -> pd.DataFrame:
+    """Per block: the erank of ``J̄_l`` alone and of the products from block 1 and from block 2, trained (with
+    its 95% interval) and twins (range over the seeds), as text with one decimal."""
+    from lib.tables import value_range
+
+    tr = runs[trained]
+    twins = [r for s, r in runs.items() if s != trained]
+
+    def twin_range(name: str, i: int) -> str:
+        return value_range([r.point[name][i] for r in twins], ".1f")
+
+    L = len(tr.point["erank"])
+    return pd.DataFrame([{
+        "block l": l + 1,
+        "erank J̄_l, trained": tr.interval("erank", l).fmt(".1f"), "erank J̄_l, twins": twin_range("erank", l),
+        "product 1..l, trained": tr.interval("funnel", l + 1).fmt(".1f"),
+        "product 1..l, twins": twin_range("funnel", l + 1),
+        "product 2..l, trained": tr.interval("funnel_no_b1", l).fmt(".1f") if l else "–",
+        "product 2..l, twins": twin_range("funnel_no_b1", l) if l else "–",
+    } for l in range(L)])
+
+
+def final_funnel_table(decoder: tuple[str, dict[str, BootstrapRun], dict[str, dict[str, Interval]]],
+                       contrast: tuple[str, dict[str, BootstrapRun], dict[str, Interval]],
+                       trained: str = "trained") -> pd.DataFrame:
+    """The final effective ranks of section 4.6, with and without block 1 and under both controls.
+
+    Args:
+        decoder: ``(name, runs, controls)``: the pre-norm model's runs and its :func:`twin_control_funnels`.
+        contrast: ``(name, runs, controls)``: the post-LN contrast's runs (only ``funnel_no_b1`` resampled) and
+            the trained model's :func:`control_funnels` (point values).
+    """
+    def fin(ctrl: dict[str, Interval], s: str, c: str) -> str:
+        return ctrl[c].fmt(".1f") if s == trained else f"{ctrl[c].point:.1f}"
+
+    name, runs, ctrl = decoder
+    rows = [{"model": name, "weights": s, "all 6 blocks": f"{r.point['funnel'][-1]:.1f}",
+             "blocks 2–6 (primary)": fin(ctrl[s], s, "as measured"),
+             "Schur-normal, 2–6": fin(ctrl[s], s, "Schur-normal"),
+             "shuffled Schur, 2–6": fin(ctrl[s], s, "shuffled Schur")} for s, r in runs.items()]
+    name, runs, mctrl = contrast
+    rows += [{"model": name, "weights": s, "all 6 blocks": f"{r.point['funnel'][-1]:.1f}",
+              "blocks 2–6 (primary)": (r.interval("funnel_no_b1").fmt(".1f") if s == trained
+                                       else f"{r.point['funnel_no_b1'][-1]:.1f}"),
+              "Schur-normal, 2–6": f"{mctrl['Schur-normal'].point:.1f}" if s == trained else "–",
+              "shuffled Schur, 2–6": f"{mctrl['shuffled Schur'].point:.1f}" if s == trained else "–"}
+             for s, r in runs.items()]
+    return pd.DataFrame(rows)
+
+
+def input_norms(inputs: dict[str, object], blocks: int = 2) -> dict[str, np.ndarray]:
+    """Median residual norm over prompts entering each of the first ``blocks`` blocks, per series
+    (``inputs``: series label → ``(L + 1, P, d)`` residuals of :func:`lib.jacobian.residual_inputs`)."""
+    return {s: np.median(np.linalg.norm(np.asarray(X[:blocks]), axis=-1), axis=1) for s, X in inputs.items()}
+
+
+def rescaling_scales(norms: dict[str, np.ndarray], trained: str = "trained",
+                     grid: Sequence[float] = (1.0, 4.0, 16.0, 64.0)) -> list[float]:
+    """The input scales of section 4.6's rescaling test: the twins' mean embedding norm relative to the trained
+    model's, the ``grid``, and the norm block 2 receives relative to the embedding norm (in that order)."""
+    tr = norms[trained]
+    c_twin = float(np.mean([n[0] for s, n in norms.items() if s != trained]) / tr[0])
+    return [c_twin, *[float(c) for c in grid], float(tr[1] / tr[0])]
+
+
+def per_prompt_final_erank(per_prompt) -> np.ndarray:
+    """The final effective rank of each prompt's own product ``J_{L−1}(x_{L−1}) ⋯ J_0(x_0)``
+    (``per_prompt``: ``(L, P, d, d)``), against which the product of the means is compared."""
+    from lib.nonnormal import cumulative_product
+
+    per = np.asarray(per_prompt).astype(np.float64)
+    return np.array([cumulative_product(per[:, p]).erank[-1] for p in range(per.shape[1])])
+
+
+# --- Section 4.8: the claims' verdicts and what was measured, from the section's results ----------------------
+
+
+@dataclass
+class FunnelEvidence:
+    """What section 4.8 decides from: the pre-norm model's results against its twins.
+
+    Attributes:
+        trends: :func:`depth_trends` of the trained model and each twin.
+        runs: series label → :class:`BootstrapRun` (the trained one first).
+        controls: :func:`twin_control_funnels` (from block 2).
+        coupling: block couplings of :func:`lib.topology.topology_sweep` (columns ``weights``, ``layer``,
+            ``depth``, ``r_s``, ``q``).
+        sub_blocks: the sub-block couplings (``weights``, ``sub_block`` ``"attention"``/``"MLP"``, ``layer``,
+            ``r_s``, ``q``).
+        power: :func:`lib.topology.planted_power`'s table (``r_s_mean``, ``power_bh`` per planted effect).
+        d: the model's width. ginibre: the real Ginibre complex fraction at ``d``.
+        trained: the trained series' label.
+    """
+
+    trends: dict[tuple[str, str], TrendTest]
+    runs: dict[str, BootstrapRun]
+    controls: dict[str, dict[str, Interval]]
+    coupling: pd.DataFrame
+    sub_blocks: pd.DataFrame
+    power: pd.DataFrame
+    d: int
+    ginibre: float
+    trained: str = "trained"
+
+    @property
+    def twins(self) -> list[str]:
+        return [s for s in self.runs if s != self.trained]
+
+    def twin_dirs(self, metric: str) -> str:
+        return ", ".join(self.trends[metric, s].direction for s in self.twins)
+
+    def _split(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+        is_tr = frame.weights == self.trained
+        return frame[is_tr].sort_values("layer"), frame[~is_tr]
+
+
+def claim_verdicts(ev: FunnelEvidence) -> dict[str, str]:
+    """The verdicts on FG1–FG7 (:data:`lib.results.CLAIMS`), each from a tested rule of this module."""
+    tv = trend_verdicts(ev.trends, ev.trained)
+    fun_tr = ev.controls[ev.trained]["as measured"]
+    fun_rd = [ev.controls[s]["as measured"] for s in ev.twins]
+    pw = ev.power.set_index("effect") if "effect" in ev.power.columns else ev.power
+    sub_tr, sub_rd = ev._split(ev.sub_blocks)
+    attn, mlp = (sub_tr[sub_tr.sub_block == s].sort_values("layer") for s in ("attention", "MLP"))
+    op = operator_sign_verdict(attn.r_s, attn.q, mlp.r_s, mlp.q,
+                               [g.q for _, g in sub_rd.groupby(["weights", "sub_block"])])
+    block_tr, _ = ev._split(ev.coupling)
+    v = {"FG1": tv["f_C"], "FG2": combine_verdicts([tv["delta_H"], tv["r_rot"]]),
+         "FG3": funnel_verdict(fun_tr, fun_rd)}
+    v["FG4"] = control_verdict(ev.controls[ev.trained]["Schur-normal / as measured"], v["FG3"])
+    v["FG5"] = power_qualified(op, pw.r_s_mean, pw.power_bh)
+    v["FG6"] = power_qualified(sign_pattern_verdict(block_tr.r_s, block_tr.q, block_tr.depth), pw.r_s_mean,
+                               pw.power_bh)
+    v["FG7"] = learned_verdict([v[c] for c in ("FG1", "FG2", "FG3", "FG4", "FG5", "FG6")])
+    return v
+
+
+def claim_measurements(ev: FunnelEvidence, verdicts: dict[str, str]) -> dict[str, str]:
+    """What was measured for each claim, as one phrase with its intervals (the Results page's column)."""
+    from lib.tables import value_range
+
+    tr, t = ev.trained, ev.trends
+    run = ev.runs[tr]
+    ctrl = ev.controls[tr]
+    fun_tr, fun_rd = ctrl["as measured"], [ev.controls[s]["as measured"] for s in ev.twins]
+    pw = ev.power.set_index("effect") if "effect" in ev.power.columns else ev.power
+    power = f"power {pw.power_bh.iloc[1]:.0%} at r_S ≈ {pw.r_s_mean.iloc[1]:.2f}"
+    b1_twins = value_range([ev.runs[s].point["erank"][0] for s in ev.twins], ".1f")
+    sub_tr, sub_rd = ev._split(ev.sub_blocks)
+    attn, mlp = (sub_tr[sub_tr.sub_block == s] for s in ("attention", "MLP"))
+    block_tr, block_rd = ev._split(ev.coupling)
+
+    def fit(metric: str) -> str:
+        return f"{t[metric, tr].fmt()} ({t[metric, tr].direction}"
+
+    def span(r) -> str:
+        return f"{r.min():+.2f} to {r.max():+.2f}"
+
+    return {
+        "FG1": f"f_C {value_range(run.point['f_C'])} (Ginibre {ev.ginibre:.2f}); trained {fit('f_C')}); "
+               f"twins {ev.twin_dirs('f_C')}",
+        "FG2": f"δ_H of J̄ − I: {fit('delta_H')}; twins {ev.twin_dirs('delta_H')}); r_rot: {fit('r_rot')}; "
+               f"twins {ev.twin_dirs('r_rot')})",
+        "FG3": f"final erank, blocks 2–6: trained {fun_tr.fmt('.1f')} of {ev.d} vs twins "
+               f"{value_range([x.point for x in fun_rd], '.1f')} ({compare_with_twins(fun_tr, fun_rd)}); "
+               f"all 6 blocks {run.point['funnel'][-1]:.1f}, a single-block collapse (erank J̄_1 "
+               f"{run.point['erank'][0]:.1f}, twins {b1_twins})",
+        "FG4": f"Schur-normal / as measured, blocks 2–6: {ctrl['Schur-normal / as measured'].fmt('.2f')}, "
+               f"but no funnel to remove (FG3: {verdicts['FG3']})",
+        "FG5": f"attention r_S {span(attn.r_s)}, MLP {span(mlp.r_s)}; {int((sub_tr.q < 0.05).sum())} of "
+               f"{len(sub_tr)} sub-block couplings significant at FDR 5% (BH) (twins {int((sub_rd.q < 0.05).sum())} "
+               f"of {len(sub_rd)}); {power}",
+        "FG6": f"block r_S {span(block_tr.r_s)}, {int((block_tr.q < 0.05).sum())} of {len(block_tr)} layers "
+               f"significant at FDR 5% (BH) (twins {int((block_rd.q < 0.05).sum())} of {len(block_rd)}); {power}",
+        "FG7": "verdicts FG1–FG6: " + ", ".join(f"{c} {verdicts[c]}" for c in ("FG1", "FG2", "FG3", "FG4", "FG5", "FG6"))
+               + f"; learned but outside the claims: block 1's collapse (erank {run.point['erank'][0]:.1f} vs "
+               f"{b1_twins} at init)",
+    }
+
+
+def verdict_frame(claims: Sequence, verdicts: dict[str, str], measured: dict[str, str]) -> pd.DataFrame:
+    """The table of section 4.8: one row per claim of ``claims`` (:class:`lib.results.Claim` s) that has a
+    verdict: ``claim``, ``paper's claim``, ``measured (book-decoder)``, ``verdict``."""
+    return pd.DataFrame([{"claim": c.id, "paper's claim": c.text, "measured (book-decoder)": measured[c.id],
+                          "verdict": verdicts[c.id]} for c in claims if c.id in verdicts])
+
+
+def verdict_counts(verdicts: dict[str, str]) -> dict[str, int]:
+    """How many claims got each verdict (every verdict of :data:`lib.results.VERDICTS` that occurs, plus the
+    total under ``"claims"``); ``"reproduced"`` counts partial reproductions too."""
+    vals = list(verdicts.values())
+    return {"claims": len(vals),
+            "reproduced": sum(v in ("reproduced", "partly reproduced") for v in vals),
+            "not reproduced": vals.count("not reproduced"),
+            "not specific to training": vals.count("not specific to training"),
+            "inconclusive (underpowered)": vals.count("inconclusive (underpowered)")}
+
+
+# --- Section 4.9: the paper's models, sized -----------------------------------------------------------------
+
+PAPER_MODELS: tuple[tuple[str, int, int, int, str], ...] = (
+    ("meta-llama/Llama-3.1-8B", 4096, 14336, 32, "≈ 16 GB"),
+    ("allenai/OLMo-2-1124-7B", 4096, 11008, 32, "≈ 15 GB"),
+    ("google/gemma-2-9b", 3584, 14336, 42, "≈ 19 GB"),
+    ("meta-llama/Llama-3.2-1B", 2048, 8192, 16, "≈ 3 GB"),
+    ("allenai/OLMo-2-0425-1B", 2048, 8192, 16, "≈ 3 GB"),
+    ("google/gemma-2-2b", 2304, 9216, 26, "≈ 6 GB"),
+)
+"""The paper's models and their smaller siblings, from their public configurations: ``(hub id, d, MLP width,
+layers, weights in bf16)``."""
+
+
+def paper_model_work(models: Sequence[tuple[str, int, int, int, str]] = PAPER_MODELS, prompts: int = 1000,
+                     rate: float = 50e12) -> pd.DataFrame:
+    """The closed form's matrix-product work (:func:`lib.jacobian_closed.flops`) for every layer of each model
+    at ``prompts`` prompts, and the minutes it takes at an *assumed* sustained ``rate`` (FLOP/s): a scale, not a
+    measurement."""
+    from lib.jacobian_closed import flops
+
+    rows = []
+    for name, d, d_ff, L, w in models:
+        work = flops(d, d_ff, prompts=prompts, layers=L)
+        rows.append({"model": name, "d": d, "MLP width": d_ff, "layers": L, "weights (bf16)": w,
+                     f"Jacobian work, {prompts} prompts (PFLOP)": work / 1e15,
+                     f"at {rate / 1e12:.0f} TFLOP/s (min, assumed rate)": work / rate / 60})
+    return pd.DataFrame(rows)
+
+
+def rescaling_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`input_rescaling`'s table for the page: readable columns, as text (two decimals for scales and
+    norms, one for effective ranks and the update norm)."""
+    from lib.tables import text_columns
+
+    return text_columns(frame, {"scale c": ("scale", ".2f"), "median input norm": ("input_norm", ".2f"),
+                                "erank J̄₁": ("erank_J1", ".1f"), "‖J̄₁ − I‖_F": ("update_norm", ".1f"),
+                                "erank, all six blocks": ("funnel", ".1f")})

@@ -21,15 +21,21 @@ norms and activations single out the standard basis.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from lib.spectra import as_float64
 
+if TYPE_CHECKING:
+    from lib.jacobian import JacobianSet
+    from lib.models import Twins
+
 __all__ = [
+    "SUB_BLOCK_NAMES",
     "CouplingResult",
     "LayerTopology",
     "Partition",
@@ -37,10 +43,17 @@ __all__ = [
     "community_gain",
     "correlation_graph",
     "coupling",
+    "community_table",
+    "coupling_table",
     "layer_topology",
     "nmi",
     "participation",
     "planted_power",
+    "power_table",
+    "pooled_community_coupling",
+    "operator_table",
+    "TopologySweep",
+    "topology_sweep",
     "signed_leiden",
     "token_matrix",
     "unit_gain",
@@ -357,3 +370,134 @@ def planted_power(d: int, n_tokens: int, *, n_communities: int = 3, effects: Seq
         rows.append({"effect": e, "r_s_mean": a[:, 0].mean(), "nmi_mean": a[:, 1].mean(),
                      "power": float(np.mean(a[:, 2] < alpha)), "power_bh": float(np.mean(a[:, 2] < alpha / n_layers))})
     return pd.DataFrame(rows)
+
+
+SUB_BLOCK_NAMES: dict[str, str] = {"attn": "attention", "mlp": "MLP"}
+"""How tables name :attr:`lib.jacobian.JacobianSet.parts`."""
+
+
+@dataclass
+class TopologySweep:
+    """Section 4.7 for a model and its twins, every layer (see :func:`topology_sweep`).
+
+    Attributes:
+        layers: ``(series, l)`` → :class:`LayerTopology` (``l`` 0-based).
+        coupling: one row per series and layer: ``model``, ``weights`` (the series label), ``layer`` (1-based),
+            ``depth``, ``n_tokens``, ``communities``, ``nmi_seeds``, ``nmi_min``, ``r_s``, ``p_gain``,
+            ``p_relabel`` and ``q`` (Benjamini–Hochberg of ``p_gain`` over each series' layers).
+        sub_blocks: one row per series, sub-block (``"attention"``, ``"MLP"``) and layer: the same participation
+            against the sub-block's gain, ``r_s``, ``p_gain`` and ``q`` (BH over each sub-block's layers).
+        series: the series labels, trained first.
+    """
+
+    layers: dict[tuple[str, int], LayerTopology]
+    coupling: pd.DataFrame
+    sub_blocks: pd.DataFrame
+    series: list[str]
+
+
+def _bh_by(frame: pd.DataFrame, by: list[str]) -> np.ndarray:
+    q = np.full(len(frame), np.nan)
+    for _, idx in frame.groupby(by).indices.items():
+        q[idx] = benjamini_hochberg(frame["p_gain"].to_numpy()[idx])
+    return q
+
+
+def topology_sweep(twins: Twins, jacobians: Mapping[str, JacobianSet], texts: Sequence[str], *, k: int = 20,
+                   seeds: Sequence[int] = tuple(range(10)), n_perm: int = 500) -> TopologySweep:
+    """:func:`layer_topology` at every layer of the trained model and of each twin, on the same ``texts``.
+
+    Layer ``l``'s graph is built from the residual entering block ``l`` at every token of ``texts``
+    (:func:`token_matrix`), its gains from ``jacobians[series].mean[l]``; both permutation nulls use
+    ``n_perm`` permutations seeded by the layer index. Where ``jacobians`` hold sub-block means
+    (``parts``), the same participation is also coupled to each sub-block's gain.
+
+    Args:
+        twins: :func:`lib.load_twins`'s models. jacobians: series label (:meth:`lib.models.Twins.series`) →
+            that model's mean Jacobians (:class:`lib.jacobian.JacobianSet`).
+        texts: the graph's texts. k, seeds, n_perm: as :func:`layer_topology`.
+    """
+    layers, rows, part_rows = {}, [], []
+    for model in twins:
+        series = twins.series(model)
+        js = jacobians[series]
+        states = model.hidden_states(list(texts))
+        specials = [model.encode(s)["special"] for s in texts]
+        for l in range(model.n_layers):
+            Xtok = token_matrix(states, l, specials)
+            res = layer_topology(Xtok, js.mean[l], k=k, seeds=seeds, n_perm=n_perm, seed=l)
+            layers[series, l] = res
+            rows.append({"model": twins.name, "weights": series, "layer": l + 1, "depth": (l + 1) / model.n_layers,
+                         "n_tokens": len(Xtok), "communities": res.partition.n_communities,
+                         "nmi_seeds": res.partition.nmi_mean, "nmi_min": res.partition.nmi_min,
+                         "r_s": res.coupling.r_s, "p_gain": res.coupling.p_gain, "p_relabel": res.coupling.p_relabel})
+            for part, Jp in js.parts.items():
+                c = coupling(res.participation, unit_gain(Jp[l]), n_perm=n_perm, seed=l)
+                part_rows.append({"weights": series, "sub_block": SUB_BLOCK_NAMES.get(part, part), "layer": l + 1,
+                                  "depth": (l + 1) / model.n_layers, "r_s": c.r_s, "p_gain": c.p_gain})
+    coup = pd.DataFrame(rows)
+    coup["q"] = _bh_by(coup, ["weights"])
+    parts = pd.DataFrame(part_rows, columns=["weights", "sub_block", "layer", "depth", "r_s", "p_gain"])
+    parts["q"] = _bh_by(parts, ["weights", "sub_block"]) if len(parts) else []
+    return TopologySweep(layers=layers, coupling=coup, sub_blocks=parts, series=[twins.series(m) for m in twins])
+
+
+def coupling_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """:attr:`TopologySweep.coupling` for the page: readable columns, one precision per quantity (as text)."""
+    from lib.tables import text_columns
+
+    return text_columns(frame, {
+        "weights": ("weights", ""), "layer": ("layer", ""), "tokens": ("n_tokens", ""),
+        "communities": ("communities", ""), "NMI across seeds (mean)": ("nmi_seeds", ".2f"),
+        "NMI, least agreeing seed": ("nmi_min", ".2f"), "coupling (Spearman)": ("r_s", "+.3f"),
+        "p (gains permuted)": ("p_gain", ".3g"), "q (BH)": ("q", ".3g"), "p (labels shuffled)": ("p_relabel", ".3g"),
+    })
+
+
+def operator_table(sub_blocks: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """Sub-block couplings per layer (rows) and series × sub-block (columns), as ``"+0.12"``, starred where the
+    BH-adjusted ``q < alpha``."""
+    cell = [f"{r:+.2f}" + (" *" if q < alpha else "") for r, q in zip(sub_blocks.r_s, sub_blocks.q)]
+    tab = sub_blocks.assign(cell=cell).pivot_table(index="layer", columns=["weights", "sub_block"], values="cell",
+                                                   aggfunc="first")
+    order, subs = list(dict.fromkeys(sub_blocks.weights)), list(dict.fromkeys(sub_blocks.sub_block))
+    tab = tab[[(w, sb) for w in order for sb in subs if (w, sb) in tab.columns]]
+    tab.columns = [f"{w}, {sub}" for w, sub in tab.columns]
+    return tab.reset_index()
+
+
+def pooled_community_coupling(sweep: TopologySweep, min_size: int = 5) -> tuple[pd.DataFrame, dict[str, object]]:
+    """Communities of every layer, pooled per series, and the Spearman correlation of their boundary score with
+    their log gain (section 4.7's community-level test).
+
+    Returns:
+        ``(communities, correlations)``: every community of at least ``min_size`` units (the columns of
+        :func:`community_gain` plus ``boundary``, ``weights`` and ``layer``), and series label →
+        ``scipy.stats.spearmanr`` result over that series' communities.
+    """
+    from scipy.stats import spearmanr
+
+    frames = [res.communities.assign(weights=s, layer=l + 1) for (s, l), res in sweep.layers.items()]
+    comm = pd.concat(frames, ignore_index=True)
+    comm = comm[comm["size"] >= min_size]
+    return comm, {s: spearmanr(g.boundary, g.log_gain) for s, g in comm.groupby("weights", sort=False)}
+
+
+def community_table(communities: pd.DataFrame) -> pd.DataFrame:
+    """:func:`pooled_community_coupling`'s communities for the page, readable columns (three decimals)."""
+    from lib.tables import text_columns
+
+    return text_columns(communities.assign(number=communities.community + 1), {
+        "weights": ("weights", ""), "layer": ("layer", ""), "community": ("number", ""), "units": ("size", ""),
+        "boundary score": ("boundary", ".3f"), "log gain": ("log_gain", "+.3f"),
+        "self-gain of the update": ("self_gain", "+.3f")})
+
+
+def power_table(power: pd.DataFrame) -> pd.DataFrame:
+    """:func:`planted_power`'s table for the page: readable columns, powers in percent."""
+    from lib.tables import text_columns
+
+    return text_columns(power, {
+        "planted effect": ("effect", ".1f"), "mean planted coupling": ("r_s_mean", "+.2f"),
+        "NMI with the planted partition": ("nmi_mean", ".2f"), "power at p < 0.05": ("power", ".0%"),
+        "power at the BH threshold (1 layer in 6)": ("power_bh", ".0%")})

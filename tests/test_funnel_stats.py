@@ -4,6 +4,7 @@ the verdict rules of chapter 4 (section 4.8)."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -204,3 +205,212 @@ def test_power_qualified_turns_an_underpowered_null_into_inconclusive():
     assert fs.power_qualified("reproduced", planted, power) == "reproduced"  # only a null result is qualified
     with pytest.raises(ValueError):
         fs.power_qualified("not reproduced", [0.1], [0.2, 0.3])
+
+
+# -- the chapter's computations, moved out of the page (issue #17) ------------------------------------------------
+class _Set:
+    """A stand-in for lib.jacobian.JacobianSet: per-prompt Jacobians, their mean and sub-block means."""
+
+    def __init__(self, per, parts=None):
+        self.per_prompt = per.astype(np.float32)
+        self.mean = per.astype(np.float64).mean(1)
+        self.parts = parts or {}
+
+
+def _twin_sets(L=4, P=10, d=8):
+    """A trained model (strong structure) and two twins, as series label → set."""
+    return {"trained": _Set(_stack(L=L, P=P, d=d, seed=0, scale=1.2)),
+            "random init, seed 0": _Set(_stack(L=L, P=P, d=d, seed=1)),
+            "random init, seed 1": _Set(_stack(L=L, P=P, d=d, seed=2))}
+
+
+def _header_is_words(label: str) -> bool:
+    import re
+
+    return not re.search(r"[A-Za-z0-9]_[A-Za-z0-9]", str(label))
+
+
+def test_bootstrap_twins_gives_every_series_the_same_resamples():
+    sets = _twin_sets()
+    runs = fs.bootstrap_twins(sets, update=True, n_boot=6, seed=2)
+    assert list(runs) == list(sets)
+    for s, r in runs.items():
+        ref = fs.bootstrap_run(sets[s].per_prompt, update=True, n_boot=6, seed=2)
+        np.testing.assert_array_equal(r.boot["funnel"], ref.boot["funnel"])
+    part = fs.bootstrap_twins(sets, update=False, n_boot=4, resample=("funnel_no_b1",))
+    assert all(set(r.boot) == {"funnel_no_b1"} and not r.update for r in part.values())
+
+
+def test_depth_frame_holds_points_intervals_and_baselines():
+    runs = fs.bootstrap_twins(_twin_sets(), update=True, n_boot=8)
+    points = {s: fs.bootstrap_run(_twin_sets()[s].per_prompt, update=False) for s in ("trained",)}
+    df = fs.depth_frame({"A": runs, "B": points}, {"A": 0.9, "B": 0.8})
+    assert len(df) == 4 * 3 + 4 and set(df.model) == {"A", "B"}
+    row = df[(df.model == "A") & (df.series == "random init, seed 1") & (df.layer == 3)].iloc[0]
+    iv = runs["random init, seed 1"].interval("r_rot", 2)
+    assert (row.r_rot, row.r_rot_lo, row.r_rot_hi, row.depth) == (iv.point, iv.lo, iv.hi, 0.75)
+    assert df[df.model == "B"].f_C_lo.isna().all() and (df[df.model == "B"].baseline == 0.8).all()
+
+
+def test_depth_trends_and_their_verdicts_equal_the_rules():
+    runs = fs.bootstrap_twins(_twin_sets(), update=True, n_boot=10)
+    trends = fs.depth_trends(runs)
+    assert set(trends) == {(m, s) for m in fs.DEPTH_METRICS for s in runs}
+    for m in fs.DEPTH_METRICS:
+        assert trends[m, "trained"].slope == runs["trained"].trend(m).slope
+    verdicts = fs.trend_verdicts(trends)
+    for m, v in verdicts.items():
+        assert v == fs.trend_verdict(trends[m, "trained"], [trends[m, s] for s in runs if s != "trained"])
+    frame = fs.trend_frame(trends)
+    assert set(frame.metric) == {fs.METRIC_LABELS[m] for m in fs.DEPTH_METRICS}
+    table = fs.trend_table(frame)
+    assert all(_header_is_words(c) for c in table.columns)
+    assert table["95% interval"].iloc[0] == f"[{frame.lo.iloc[0]:+.3f}, {frame.hi.iloc[0]:+.3f}]"
+
+
+def test_smallest_moduli_and_sub_block_tables():
+    from lib.spectra import eigvals
+
+    sets = _twin_sets()
+    tab = fs.smallest_moduli(sets)
+    assert list(tab.columns) == ["block", *sets] and list(tab.block) == [1, 2, 3, 4]
+    assert tab["trained"].iloc[2] == pytest.approx(np.abs(eigvals(sets["trained"].mean[2])).min())
+    for s in sets.values():
+        s.parts = {"attn": s.mean, "mlp": s.mean[::-1].copy()}
+    frame = fs.sub_block_frame(sets)
+    assert set(frame.weights) == {"trained", "random init (2 seeds)"} and set(frame.sub_block) == {"attention", "MLP"}
+    m = fs.spectral_metrics(sets["random init, seed 0"].mean[::-1])
+    row = frame[(frame.series == "random init, seed 0") & (frame.sub_block == "MLP") & (frame.layer == 1)].iloc[0]
+    assert row.delta_H == pytest.approx(m["delta_H"][0])
+    table = fs.sub_block_table(frame)
+    assert len(table) == 8 and all(_header_is_words(c) for c in table.columns)
+    assert list(table.columns)[2:] == ["δ_H, trained", "δ_H, random init (2 seeds)", "rotation fraction, trained",
+                                       "rotation fraction, random init (2 seeds)"]
+
+
+def test_controls_curves_and_funnel_tables():
+    sets = _twin_sets(L=4, P=6, d=10)
+    runs = fs.bootstrap_twins(sets, update=True, n_boot=5)
+    ctrl = fs.twin_control_funnels(sets, n_boot=5)
+    ref = fs.control_funnels(sets["trained"].per_prompt, first=1, n_boot=5)
+    assert ctrl["trained"]["as measured"] == ref["as measured"]
+    twin = ctrl["random init, seed 0"]["Schur-normal"]
+    assert twin.lo == twin.hi == twin.point  # the twins get point values only
+    curves = fs.funnel_curves({"m": (runs, sets["trained"].mean)})
+    assert set(curves["product"]) == set(fs.PRODUCTS)
+    tr = curves[(curves.series == "trained") & (curves["product"] == fs.PRODUCTS[0])]
+    np.testing.assert_allclose(tr.erank, runs["trained"].point["funnel"])
+    sn = curves[curves["product"] == fs.PRODUCTS[2]].sort_values("blocks")
+    cm = nn.control_matrices(sets["trained"].mean)
+    np.testing.assert_allclose(sn.erank, nn.cumulative_product(cm["Schur-normal"][1:]).erank)
+    assert sn.blocks.iloc[0] == 1  # the product from block 2 starts after block 1
+    frame = fs.block_erank_frame(runs)
+    assert len(frame) == 12 and frame.lo.notna().all()
+    table = fs.block_erank_table(runs)
+    assert table.iloc[0]["product 2..l, trained"] == "–"
+    assert table.iloc[1]["erank J̄_l, trained"] == runs["trained"].interval("erank", 1).fmt(".1f")
+    mini = fs.bootstrap_twins(sets, update=False, n_boot=5, resample=("funnel_no_b1",))
+    mctrl = fs.control_funnels(sets["trained"].mean[:, None], first=1)
+    final = fs.final_funnel_table(("dec", runs, ctrl), ("mini", mini, mctrl))
+    assert list(final.model) == ["dec"] * 3 + ["mini"] * 3
+    assert final.iloc[0]["blocks 2–6 (primary)"] == ctrl["trained"]["as measured"].fmt(".1f")
+    assert final.iloc[4]["Schur-normal, 2–6"] == "–"
+    assert final.iloc[3]["blocks 2–6 (primary)"] == mini["trained"].interval("funnel_no_b1").fmt(".1f")
+
+
+def test_input_norms_rescaling_scales_and_per_prompt_erank():
+    X = {"trained": torch.ones(3, 5, 4) * torch.tensor([1.0, 4.0, 9.0])[:, None, None],
+         "random init, seed 0": torch.ones(3, 5, 4) * 0.5, "random init, seed 1": torch.ones(3, 5, 4) * 1.5}
+    norms = fs.input_norms(X)
+    np.testing.assert_allclose(norms["trained"], [2.0, 8.0])  # ‖(1, 1, 1, 1)‖ = 2
+    assert fs.rescaling_scales(norms) == [pytest.approx(1.0), 1.0, 4.0, 16.0, 64.0, 4.0]
+    per = _stack(L=3, P=4, d=6, scale=1.0)
+    got = fs.per_prompt_final_erank(per)
+    np.testing.assert_allclose(got, [nn.cumulative_product(per[:, p]).erank[-1] for p in range(4)])
+    resc = pd.DataFrame({"scale": [1.0], "input_norm": [2.0], "erank_J1": [3.04], "update_norm": [5.0],
+                         "funnel": [7.25]})
+    tab = fs.rescaling_table(resc)
+    assert all(_header_is_words(c) for c in tab.columns) and tab.iloc[0].tolist() == ["1.00", "2.00", "3.0", "5.0",
+                                                                                       "7.2"]
+
+
+def _evidence(trained_falls: bool, funnel: str, coupled: bool):
+    """Evidence with known answers: a falling or flat trend, a trained funnel narrower or wider than the twins,
+    sub-block and block couplings significant (early negative, late positive, opposite sub-block signs) or not."""
+    x = np.arange(1, 7) / 6
+    rng = np.random.default_rng(0)
+
+    def trend(slope):
+        return fs.trend_test(x, slope * x, slope * x + 0.001 * rng.standard_normal((50, 6)))
+
+    twins = ["random init, seed 0", "random init, seed 1"]
+    trends = {}
+    for m in fs.DEPTH_METRICS:
+        trends[m, "trained"] = trend(-1.0 if trained_falls else 0.0)
+        for s in twins:
+            trends[m, s] = trend(0.0)
+    runs = {s: fs.BootstrapRun(point={"f_C": np.full(6, 0.85), "erank": np.r_[3.0 if s == "trained" else 48.0,
+                                                                              np.full(5, 100.0)],
+                                      "funnel": np.r_[128.0, np.full(6, 3.3 if s == "trained" else 20.0)]},
+                               boot=None, update=True, n_prompts=48) for s in ["trained", *twins]}
+    width = {"reproduced": (10, 9, 11), "not reproduced": (118, 116, 120)}[funnel]
+    ctrl = {"trained": {"as measured": _iv(*width), "Schur-normal / as measured": _iv(3.0, 2.0, 4.0)},
+            twins[0]: {"as measured": _iv(24, 24, 24)}, twins[1]: {"as measured": _iv(27, 27, 27)}}
+    q_sig = np.r_[0.01, np.full(4, 0.5), 0.01] if coupled else np.full(6, 0.5)
+    r_blk = np.r_[-0.3, np.zeros(4), 0.3]
+    coup = pd.DataFrame([{"weights": s, "layer": l + 1, "depth": x[l], "r_s": r_blk[l] if s == "trained" else 0.0,
+                          "q": q_sig[l] if s == "trained" else 0.5} for s in ["trained", *twins] for l in range(6)])
+    sub = pd.DataFrame([{"weights": s, "sub_block": b, "layer": l + 1, "r_s": (r_blk[l] if b == "attention"
+                                                                             else -r_blk[l]) if s == "trained" else 0,
+                         "q": q_sig[l] if s == "trained" else 0.5}
+                        for s in ["trained", *twins] for b in ("attention", "MLP") for l in range(6)])
+    power = pd.DataFrame({"effect": [0.1, 0.2], "r_s_mean": [0.08, 0.16], "power": [0.2, 0.4],
+                          "power_bh": [0.1, 0.22]})
+    return fs.FunnelEvidence(trends=trends, runs=runs, controls=ctrl, coupling=coup, sub_blocks=sub, power=power,
+                             d=128, ginibre=0.926)
+
+
+def test_claim_verdicts_follow_the_evidence():
+    """The verdict table of section 4.8 (once a dict literal on the page): each claim from its rule."""
+    none = fs.claim_verdicts(_evidence(trained_falls=False, funnel="not reproduced", coupled=False))
+    assert none == {"FG1": "not reproduced", "FG2": "not reproduced", "FG3": "not reproduced",
+                    "FG4": "not reproduced", "FG5": "inconclusive (underpowered)",
+                    "FG6": "inconclusive (underpowered)", "FG7": "not reproduced"}
+    every = fs.claim_verdicts(_evidence(trained_falls=True, funnel="reproduced", coupled=True))
+    assert every == {c: "reproduced" for c in ("FG1", "FG2", "FG3", "FG4", "FG5", "FG6", "FG7")}
+    for v in (none, every):
+        assert set(v.values()) <= set(VERDICTS)
+    counts = fs.verdict_counts(none)
+    assert counts == {"claims": 7, "reproduced": 0, "not reproduced": 5, "not specific to training": 0,
+                      "inconclusive (underpowered)": 2}
+
+
+def test_claim_measurements_quote_the_numbers_the_verdicts_use():
+    from lib.results import CLAIMS
+
+    ev = _evidence(trained_falls=False, funnel="not reproduced", coupled=False)
+    v = fs.claim_verdicts(ev)
+    m = fs.claim_measurements(ev, v)
+    assert set(m) == set(v)
+    assert m["FG1"].startswith("f_C 0.85 (Ginibre 0.93); trained slope ") and "(flat); twins flat, flat" in m["FG1"]
+    assert m["FG3"].startswith("final erank, blocks 2–6: trained 118.0 [116.0, 120.0] of 128 vs twins 24.0–27.0 "
+                               "(higher); all 6 blocks 3.3")
+    assert "(erank J̄_1 3.0, twins 48.0)" in m["FG3"]
+    assert m["FG4"].endswith("but no funnel to remove (FG3: not reproduced)")
+    assert "0 of 12 sub-block couplings" in m["FG5"] and "(twins 0 of 24)" in m["FG5"]
+    assert m["FG5"].endswith("power 22% at r_S ≈ 0.16") and "0 of 6 layers" in m["FG6"]
+    assert m["FG7"].startswith("verdicts FG1–FG6: FG1 not reproduced,")
+    frame = fs.verdict_frame(CLAIMS, v, m)
+    assert list(frame.claim) == [f"FG{i}" for i in range(1, 8)]
+    assert list(frame.columns) == ["claim", "paper's claim", "measured (book-decoder)", "verdict"]
+
+
+def test_paper_model_work_is_the_closed_forms_flop_count():
+    from lib.jacobian_closed import flops
+
+    tab = fs.paper_model_work(prompts=10, rate=1e12)
+    row = tab.iloc[0]
+    name, d, d_ff, L, _ = fs.PAPER_MODELS[0]
+    assert row.model == name and row["Jacobian work, 10 prompts (PFLOP)"] == flops(d, d_ff, 10, L) / 1e15
+    assert row["at 1 TFLOP/s (min, assumed rate)"] == pytest.approx(flops(d, d_ff, 10, L) / 1e12 / 60)
+    assert all(_header_is_words(c) for c in tab.columns)

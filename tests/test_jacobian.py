@@ -216,3 +216,24 @@ def test_flop_count_of_the_closed_form():
 def test_mlp_width_per_family(tiny64):
     assert jac.mlp_width(tiny64("gpt2")) == 4 * 32  # n_inner unset: 4d
     assert jac.mlp_width(tiny64("llama")) == 64 and jac.mlp_width(tiny64("bert")) == 64
+
+
+def test_autograd_difference_and_sweep_twins():
+    """Section 4.2's check on a real prompt, and the twins' sweep equals a sweep of each model on the same prompts."""
+    from lib.decoder.language import prompts
+
+    pair = lib.load_twins("book-decoder", seeds=(0, 1))
+    texts = prompts(3)
+    X, _ = jac.residual_inputs(pair.trained, texts[:1])
+    assert jac.autograd_difference(pair.trained, 2, X[2, 0]) < 1e-5
+    got = jac.sweep_twins(pair, texts, parts=True, progress=False)
+    assert got.series == ["trained", "random init, seed 0", "random init, seed 1"]
+    assert got.twin_series == got.series[1:] and got.twins is pair
+    for model in pair:
+        label = pair.series(model)
+        Xm, _ = jac.residual_inputs(model, texts)
+        torch.testing.assert_close(got.inputs[label], Xm)
+        ref = jac.sweep(model, Xm, keep_per_prompt=True, parts=True, progress=False)
+        np.testing.assert_array_equal(got[label].mean, ref.mean)
+        np.testing.assert_array_equal(got[label].per_prompt, ref.per_prompt)
+        np.testing.assert_array_equal(got[label].parts["mlp"], ref.parts["mlp"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
@@ -104,3 +105,63 @@ def test_planted_power_detects_strong_and_not_null_couplings():
     assert pw.loc[0.0, "power"] <= 2 / 6 and abs(pw.loc[0.0, "r_s_mean"]) < 0.2
     assert (pw.power_bh <= pw.power).all()
     assert pw.nmi_mean.iloc[0] > 0.6  # the pipeline recovers the planted partition
+
+
+# -- section 4.7 over a model and its twins (moved out of the page) ----------------------------------------------
+@pytest.fixture(scope="module")
+def decoder_sweep():
+    """Section 4.7 on the book decoder and one twin, small: 6 texts, 2 Leiden seeds, 20 permutations."""
+    import lib
+    from lib import jacobian as jac
+    from lib.decoder.language import prompts
+
+    pair = lib.load_twins("book-decoder", seeds=(0,))
+    sets = jac.sweep_twins(pair, prompts(4), parts=True, keep_per_prompt=False, progress=False)
+    texts = prompts(6, seed=7)
+    return pair, sets, texts, tp.topology_sweep(pair, sets.jacobians, texts, k=10, seeds=range(2), n_perm=20)
+
+
+def test_topology_sweep_is_layer_topology_at_every_layer(decoder_sweep):
+    pair, sets, texts, sweep = decoder_sweep
+    assert sweep.series == ["trained", "random init, seed 0"] and len(sweep.layers) == 2 * pair.trained.n_layers
+    m = pair.twins[0]
+    X = tp.token_matrix(m.hidden_states(texts), 3, [m.encode(s)["special"] for s in texts])
+    ref = tp.layer_topology(X, sets["random init, seed 0"].mean[3], k=10, seeds=range(2), n_perm=20, seed=3)
+    got = sweep.layers["random init, seed 0", 3]
+    np.testing.assert_array_equal(got.partition.membership, ref.partition.membership)
+    assert got.coupling == ref.coupling
+    c = sweep.coupling
+    assert list(c.columns[:3]) == ["model", "weights", "layer"] and set(c.model) == {"book-decoder"}
+    for _, g in c.groupby("weights"):
+        np.testing.assert_allclose(g.q, tp.benjamini_hochberg(g.p_gain.to_numpy()))
+    s = sweep.sub_blocks
+    assert set(s.sub_block) == {"attention", "MLP"} and len(s) == 2 * 2 * pair.trained.n_layers
+    row = s[(s.weights == "trained") & (s.sub_block == "MLP") & (s.layer == 2)].iloc[0]
+    res = sweep.layers["trained", 1]
+    ref_c = tp.coupling(res.participation, tp.unit_gain(sets["trained"].parts["mlp"][1]), n_perm=20, seed=1)
+    assert row.r_s == pytest.approx(ref_c.r_s) and row.p_gain == pytest.approx(ref_c.p_gain)
+    for _, g in s.groupby(["weights", "sub_block"]):
+        np.testing.assert_allclose(g.q, tp.benjamini_hochberg(g.p_gain.to_numpy()))
+
+
+def test_topology_tables_have_readable_headers(decoder_sweep):
+    import re
+
+    *_, sweep = decoder_sweep
+    comm, corr = tp.pooled_community_coupling(sweep)
+    assert set(corr) == set(sweep.series) and (comm["size"] >= 5).all()
+    trained = comm[comm.weights == "trained"]
+    assert corr["trained"].statistic == pytest.approx(spearmanr(trained.boundary, trained.log_gain).statistic)
+    op = tp.operator_table(sweep.sub_blocks)
+    assert list(op.columns) == ["layer", "trained, attention", "trained, MLP", "random init, seed 0, attention",
+                                "random init, seed 0, MLP"]
+    power = pd.DataFrame({"effect": [0.1], "r_s_mean": [0.08], "nmi_mean": [0.9], "power": [0.25], "power_bh": [0.1]})
+    for tab in (tp.coupling_table(sweep.coupling), op, tp.community_table(comm), tp.power_table(power)):
+        assert not [c for c in tab.columns if re.search(r"[A-Za-z0-9]_[A-Za-z0-9]", str(c))], tab.columns
+    assert tp.power_table(power).iloc[0].tolist() == ["0.1", "+0.08", "0.90", "25%", "10%"]
+
+
+def test_operator_table_stars_significant_couplings():
+    sub = pd.DataFrame({"weights": ["trained"] * 2, "sub_block": ["attention", "MLP"], "layer": [1, 1],
+                        "r_s": [0.25, -0.1], "q": [0.01, 0.5]})
+    assert tp.operator_table(sub).iloc[0].tolist() == [1, "+0.25 *", "-0.10"]

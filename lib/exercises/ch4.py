@@ -1,9 +1,13 @@
-"""Checkers of chapter 4's exercises: the effective rank and the Schur-normal control.
+"""Checkers of chapter 4's exercises: the effective rank, the Schur-normal control, the complex fraction of a
+mean against the mean of the complex fractions, and the truncated funnel.
 
-References: :func:`lib.nonnormal.effective_rank` and :func:`lib.nonnormal.schur_normal` (each tested
-against hand-computed cases in ``tests/test_nonnormal.py``). The mistakes named: the participation ratio
-or σ instead of σ², ``0·log 0`` left as NaN; a control with raw 2×2 Schur blocks, left in the Schur basis
-(no ``Q … Qᵀ``), built straight from the eigenvalues, or with the rotation reversed.
+References: :func:`lib.nonnormal.effective_rank`, :func:`lib.nonnormal.schur_normal`,
+:func:`lib.nonnormal.complex_fraction` and :func:`lib.nonnormal.cumulative_product` (each tested against
+hand-computed cases in ``tests/test_nonnormal.py``). The mistakes named: the participation ratio or σ instead
+of σ², ``0·log 0`` left as NaN; a control with raw 2×2 Schur blocks, left in the Schur basis (no ``Q … Qᵀ``),
+built straight from the eigenvalues, or with the rotation reversed; an absolute instead of a relative
+threshold on ``Im λ``, each conjugate pair counted once, the pair returned in the wrong order, the stack
+modified; a truncation applied only at the end or not at all, the product multiplied in the wrong order.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
-from lib.exercises.runner import DEFAULT_TIME_LIMIT, Case, Wrong, as_array, as_float, call, run_cases
-from lib.nonnormal import effective_rank, normality_residual, real_schur_blocks, schur_normal
+from lib.exercises.runner import DEFAULT_TIME_LIMIT, Case, Wrong, as_array, as_float, as_pair, call, run_cases
+from lib.nonnormal import (complex_fraction, cumulative_product, effective_rank, normality_residual,
+                           real_schur_blocks, schur_normal)
 
-__all__ = ["check_effective_rank", "check_schur_normal"]
+__all__ = ["check_complex_fractions", "check_effective_rank", "check_schur_normal", "check_truncated_funnel"]
 
 
 def check_effective_rank(fn: Callable[[np.ndarray], Any], verbose: bool = True,
@@ -115,4 +120,120 @@ def check_schur_normal(fn: Callable[[np.ndarray], Any], verbose: bool = True,
 
     return run_cases("check_schur_normal", fn, [
         Case(f"d = {d} ({n_pairs(d)} complex pair{'s' if n_pairs(d) != 1 else ''})", case(d)) for d in mats
+    ], verbose, time_limit)
+
+
+def _rotation(theta: float) -> np.ndarray:
+    return np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])
+
+
+def check_complex_fractions(fn: Callable[[np.ndarray], Any], verbose: bool = True,
+                            time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
+    """Check ``fn(Jp) -> (mean_of_fC, fC_of_mean)`` for a stack ``Jp`` of shape ``(P, d, d)``.
+
+    ``f_C(M)`` is the share of ``M``'s eigenvalues with ``|Im λ| > 1e-8 · max|λ|`` (every eigenvalue of a
+    conjugate pair counts). The first entry is the mean over the ``P`` matrices of their own ``f_C``, the
+    second the ``f_C`` of their mean ``Jp.mean(0)``; ``Jp`` must not be modified. Rejected by name: an absolute
+    threshold ``|Im λ| > 1e-8``, each pair counted once, the two entries swapped, a modified stack.
+    """
+    rng = np.random.default_rng(4)
+    th = 0.7
+    opposite = np.stack([scipy.linalg.block_diag(_rotation(s * th), _rotation(s * 2 * th)) for s in (1, -1)])
+    random = np.eye(12) + rng.standard_normal((5, 12, 12)) / np.sqrt(12)
+    cases = {
+        "five random 12 × 12 Jacobians": random,
+        "two opposite rotations (each all complex, their mean real)": opposite,
+        "the random stack scaled by 1e-9 (the threshold is relative)": 1e-9 * random,
+    }
+
+    def want(Jp: np.ndarray) -> tuple[float, float]:
+        return float(np.mean([complex_fraction(J) for J in Jp])), complex_fraction(Jp.mean(0))
+
+    def fraction_variants(Jp: np.ndarray) -> dict[str, tuple[float, float]]:
+        def fc(M: np.ndarray, rel: bool, pairs_once: bool) -> float:
+            lam = np.linalg.eigvals(M)
+            tol = 1e-8 * np.abs(lam).max() if rel else 1e-8
+            return float(np.mean(lam.imag > tol) if pairs_once else np.mean(np.abs(lam.imag) > tol))
+
+        def pair(rel: bool, once: bool) -> tuple[float, float]:
+            return float(np.mean([fc(J, rel, once) for J in Jp])), fc(Jp.mean(0), rel, once)
+
+        return {"the threshold is relative: |Im λ| > 1e-8 · max|λ|, not an absolute 1e-8": pair(False, False),
+                "count both eigenvalues of a conjugate pair (|Im λ|, not Im λ > 0)": pair(True, True)}
+
+    def case(Jp: np.ndarray) -> Callable[[], None]:
+        def run() -> None:
+            a, b = as_pair(call(fn, Jp.copy()), "the result")
+            got = (as_float(a, "the mean of the per-prompt f_C"), as_float(b, "f_C of the mean"))
+            ref = want(Jp)
+            if np.allclose(got, ref, atol=1e-12):
+                return
+            if np.allclose(got[::-1], ref, atol=1e-12):
+                raise Wrong(f"got {got}: the two entries are swapped; return (mean of the f_C, f_C of the mean)")
+            why = next((h for h, v in fraction_variants(Jp).items() if np.allclose(got, v, atol=1e-12)), "")
+            raise Wrong(f"got ({got[0]:.4g}, {got[1]:.4g}), expected ({ref[0]:.4g}, {ref[1]:.4g})"
+                        + (f": {why}" if why else ""))
+        return run
+
+    def pure() -> None:
+        G = random.copy()
+        call(fn, G)
+        if not np.array_equal(G, random):
+            raise Wrong("your function modified the stack Jp in place")
+
+    return run_cases("check_complex_fractions", fn, [Case(name, case(Jp)) for name, Jp in cases.items()]
+                     + [Case("leaves Jp unchanged", pure)], verbose, time_limit)
+
+
+def check_truncated_funnel(fn: Callable[[np.ndarray, int], Any], verbose: bool = True,
+                           time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
+    """Check ``fn(Js, k) -> float``: the effective rank of ``P_L = J_{L−1} ⋯ J_0`` (``Js`` of shape ``(L, d, d)``,
+    block order) when after *every* multiplication the product is truncated to its ``k`` largest singular
+    values and rescaled to unit Frobenius norm (section 4.6); ``k = d`` is no truncation.
+
+    Rejected by name: truncating only the final product, not truncating, multiplying in the wrong order
+    (``P ← P J`` instead of ``P ← J P``).
+    """
+    rng = np.random.default_rng(5)
+    trap = np.stack([np.diag([1.0, 1.0, 0.01]), np.diag([1.0, 1.0, 1000.0])])
+    rand = rng.standard_normal((4, 10, 10)) / np.sqrt(10) + np.eye(10)
+    rand[:, :, 0] *= 2.0  # a direction that the products grow, so that truncation matters
+
+    def variants(Js: np.ndarray, k: int) -> dict[str, float]:
+        d = Js.shape[1]
+
+        def erank_of(M: np.ndarray) -> float:
+            return effective_rank(M)
+
+        def truncate(M: np.ndarray) -> np.ndarray:
+            U, s, Vh = np.linalg.svd(M)
+            return (U[:, :k] * s[:k]) @ Vh[:k]
+
+        P_end = np.eye(d)
+        P_rev = np.eye(d)
+        for J in Js:
+            P_end = J @ P_end
+            P_end /= np.linalg.norm(P_end)
+            P_rev = truncate(P_rev @ J)
+            P_rev /= np.linalg.norm(P_rev)
+        return {"truncate after every step, not only the final product": erank_of(truncate(P_end)),
+                "truncate to rank k: this is the untruncated product": erank_of(P_end),
+                "multiply on the left, P ← J P (P_l = J_{l−1} ⋯ J_0), not P ← P J": erank_of(P_rev)}
+
+    def case(Js: np.ndarray, k: int) -> Callable[[], None]:
+        def run() -> None:
+            got = as_float(call(fn, Js.copy(), k), "the final effective rank")
+            want = float(cumulative_product(Js, k).erank[-1])
+            if abs(got - want) <= 1e-8 * max(1.0, want):
+                return
+            why = next((h for h, v in variants(Js, k).items()
+                        if abs(got - v) <= 1e-8 * max(1.0, v) and abs(v - want) > 1e-6), "")
+            raise Wrong(f"got {got:.6g}, expected {want:.6g}" + (f": {why}" if why else ""))
+        return run
+
+    return run_cases("check_truncated_funnel", fn, [
+        Case("singular values (1, 1, 0.01), then diag(1, 1, 1000), k = 2", case(trap, 2)),
+        Case("four random 10 × 10 Jacobians, k = 3", case(rand, 3)),
+        Case("the same, k = d = 10 (no truncation)", case(rand, 10)),
+        Case("the same in reverse block order, k = 3", case(rand[::-1].copy(), 3)),
     ], verbose, time_limit)
