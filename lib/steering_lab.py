@@ -9,7 +9,13 @@
   output: target-token rank and a greedy continuation (LM head), or the nearest vocabulary tokens
   and cosine with ``u`` of the sentence embedding (encoder).
 * :func:`sweep` runs a grid of α and directions into long tables; :func:`fluency` measures held-out
-  perplexity (decoder) or embedding retention (encoder) against α.
+  perplexity (decoder) or embedding retention (encoder) against α; :func:`tradeoff` and
+  :func:`matched_success` compare the eigen-edit with activation addition at matched success.
+* The chapter's checks and controls, one function each: :func:`check_edit` (the edit is rank 1 in
+  ``F_L`` and undone bit for bit), :func:`layer_control` (a middle layer instead of the last),
+  :func:`v_control`, :func:`v_anatomy` and :func:`uniform_attention_control` (the V-edit), and
+  :func:`sign_variant` (exercise 5.3's ``w`` along the mean head output); :func:`first_alpha`,
+  :func:`value_at` and :func:`ppl_text` read the sweep tables for the prose.
 * Its figures, the kernel-free explorer (Altair sliders over the precomputed grid) and the ipywidgets panel
   (JupyterLab), which re-runs :meth:`Lab.run` live, are in :mod:`lib.page.steering_plots`.
 
@@ -33,7 +39,9 @@ from lib import dynamics, spectra, steering
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
-__all__ = ["ALPHAS", "Lab", "bootstrap_pooled", "fluency", "sweep", "matched_success", "text_losses", "tradeoff"]
+__all__ = ["ALPHAS", "Lab", "bootstrap_pooled", "check_edit", "concept_texts", "first_alpha", "fluency", "layer_control",
+           "matched_success", "ppl_text", "real_model_sweep", "sign_variant", "sweep", "target_ranks", "text_losses", "tradeoff",
+           "uniform_attention_control", "use_one_thread", "v_anatomy", "v_control", "value_at"]
 
 ALPHAS: tuple[float, ...] = (0, 1, 2, 5, 10, 20, 50, 100, 1000)
 """α|c|/|λ_1(F_L)| of the precomputed grid (0 = no edit)."""
@@ -198,7 +206,7 @@ class Lab:
         if self.has_head and u_dir.token_id is not None:
             for key, suffix in (("logits", ""), ("logits_actadd", "_actadd")):
                 z = res[key]
-                rank = (z > z[:, [u_dir.token_id]]).sum(1) + 1
+                rank = target_ranks(z, u_dir.token_id)
                 p = np.exp(z - z.max(1, keepdims=True))
                 p /= p.sum(1, keepdims=True)
                 res["rank" + suffix] = float(np.median(rank))
@@ -324,8 +332,7 @@ def tradeoff(lab: Lab, direction: steering.Direction, heldout: Sequence[str], al
     rows = []
 
     def measure(method: str, a: float, s: float) -> None:
-        z = lab.logits(lab.real_states(t0))
-        rank = (z > z[:, [direction.token_id]]).sum(1) + 1
+        rank = target_ranks(lab.logits(lab.real_states(t0)), direction.token_id)
         ls, lc = text_losses(m, heldout)
         lo, hi = bootstrap_pooled((rank == 1).astype(float))
         plo, phi = bootstrap_pooled(ls, lc, transform=np.exp)
@@ -397,3 +404,203 @@ def fluency(lab: Lab, direction: steering.Direction, heldout: Sequence[str], alp
                 val = float(np.mean(np.sum(val * ref, 1) / (np.linalg.norm(val, axis=1) * np.linalg.norm(ref, axis=1))))
             rows.append({"alpha": float(a), "method": name, "value": float(val)})
     return pd.DataFrame(rows)
+
+
+# -- the chapter's set-up, checks and controls ---------------------------------------------------------
+_THREAD_LIMITS: list[Any] = []  # keeps threadpoolctl's limiter alive for the session
+
+
+def use_one_thread() -> None:
+    """For the rest of the session: torch and BLAS on one thread, and no transformers info logs.
+
+    The chapter's models are small and the book is built on a shared CPU, where spinning threads made
+    forward passes and 128×128 eigendecompositions 20–40× slower (:func:`lib.steering.one_thread` is the
+    scoped version, for a ``with`` block)."""
+    import transformers
+    from threadpoolctl import threadpool_limits
+
+    transformers.logging.set_verbosity_error()
+    torch.set_num_threads(1)
+    _THREAD_LIMITS.append(threadpool_limits(1))
+
+
+def concept_texts(topic: str, others: Sequence[str], n_topic: int = 10, n_other: int = 4,
+                  seed: int = 0) -> tuple[list[str], list[str]]:
+    """Sentences of the book's synthetic language about ``topic`` and, as the contrast, about ``others``.
+
+    ``n_topic`` sentences about ``topic``, then ``n_other`` about each of ``others`` in order, all from one
+    ``numpy.random.default_rng(seed)`` (:func:`lib.decoder.language.sentence`); for
+    :func:`lib.steering.concept_direction` (chapter 5's "concept: sea" is ``concept_texts("sea",
+    ("farm", "forest", "town"))``).
+    """
+    from lib.decoder import language
+
+    rng = np.random.default_rng(seed)
+    on = [language.sentence(rng, topic)[0] for _ in range(n_topic)]
+    off = [language.sentence(rng, t)[0] for t in others for _ in range(n_other)]
+    return on, off
+
+
+@torch.no_grad()
+def check_edit(model: SpectralModel, direction: Any, alpha: float = 10) -> dict[str, Any]:
+    """Apply the O-edit of the last layer once and measure what chapter 5 (§5.1) says of it.
+
+    Returns a dict: ``model`` and ``direction`` labels, ``method`` (how ``w`` was chosen), ``c``,
+    ``radius`` ``|λ₁(F_L)|``, ``alpha_abs`` (the absolute α), ``alignment_before``/``_after``
+    (``|⟨v₁, u⟩|`` of ``F_L`` and ``F_L'``), ``gap_before``/``_after`` (gap ratios), ``rank1_error``
+    ``max|F_L' − F_L − α u zᵀ| / max|F_L'|`` (the weights' change is exactly rank 1 in ``F_L``) and
+    ``restored`` (every tensor of the model is bit for bit as before once the ``with`` block is left).
+    """
+    u = steering._target(model, direction)
+    before = {k: v.clone() for k, v in model.hf_model.state_dict().items()}
+    F0 = model.layer_matrices()[-1].numpy()
+    r0 = steering.spectral_report(F0, u.vector)
+    with steering.steer(model, u, alpha) as edit:
+        F1 = model.layer_matrices()[-1].numpy()
+        r1 = steering.spectral_report(F1, u.vector)
+        err = float(np.abs(F1 - F0 - edit.delta_F).max() / np.abs(F1).max())
+    restored = all(torch.equal(before[k], v) for k, v in model.hf_model.state_dict().items())
+    return {"model": model.label, "direction": u.label, "method": edit.method, "c": edit.c,
+            "radius": edit.radius, "alpha_abs": edit.alpha, "alignment_before": r0["spectral_alignment"],
+            "alignment_after": r1["spectral_alignment"], "gap_before": r0["gap_ratio"],
+            "gap_after": r1["gap_ratio"], "rank1_error": err, "restored": restored}
+
+
+def first_alpha(summary: pd.DataFrame, column: str, level: float) -> float:
+    """The smallest α of a :func:`sweep` summary at which ``column`` exceeds ``level`` for *every* direction
+    (the largest of the directions' first α); NaN if some direction never gets there."""
+    ok = summary[summary[column] > level].groupby("direction").alpha.min()
+    return float(ok.max()) if len(ok) == summary.direction.nunique() else float("nan")
+
+
+def value_at(summary: pd.DataFrame, direction: str, alpha: float, column: str) -> Any:
+    """``column`` of the :func:`sweep` (or :func:`tradeoff`) row of ``direction`` at ``alpha``.
+
+    Raises:
+        InputError: no such row (naming the directions and α the table has).
+    """
+    rows = summary[(summary.direction == direction) & (summary.alpha == alpha)]
+    if rows.empty:
+        raise steering.InputError(f"no run of {direction!r} at α = {alpha:g}; the table has directions "
+                                  f"{sorted(set(summary.direction))} and α {sorted(set(summary.alpha))}")
+    return rows[column].iloc[0]
+
+
+def ppl_text(row: Any, prefix: str = "") -> str:
+    """A perplexity with its interval for the prose, ``"94 (95% CI 65–139)"``, from a :func:`tradeoff` or
+    :func:`matched_success` row (``prefix="aa_"`` reads activation addition's columns there)."""
+    return f"{row[prefix + 'ppl']:.0f} (95% CI {row[prefix + 'ppl_lo']:.0f}–{row[prefix + 'ppl_hi']:.0f})"
+
+
+def target_ranks(logits: np.ndarray, token_id: int) -> np.ndarray:
+    """Rank of ``token_id`` in each row of ``logits`` ``(P, V)`` (1 = the most likely next token; ties
+    count in its favour)."""
+    z = np.asarray(logits)
+    return (z > z[:, [token_id]]).sum(1) + 1
+
+
+def layer_control(pairs: Sequence[tuple[Lab, steering.Direction]], alpha: float = 100,
+                  layers: Sequence[int] = (2, -1)) -> pd.DataFrame:
+    """The same O-edit at other layers (a control [ours]): one :meth:`Lab.run` per ``(lab, u)`` and layer.
+
+    Returns one row per run: ``model``, ``layer`` (1-based), ``spectral_alignment`` (of that layer's
+    ``F_l'``), ``final_real`` (mean final alignment with ``u``) and ``rank`` (median target rank; NaN
+    without an LM head).
+    """
+    rows = []
+    for lab, u in pairs:
+        for layer in layers:
+            t = lab.model.check_layer(layer)
+            r = lab.run(u, alpha, t, text=False)
+            rows.append({"model": lab.label, "layer": t + 1, "spectral_alignment": r["spectral_alignment"],
+                         "final_real": r["final_real"], "rank": r.get("rank", np.nan)})
+    return pd.DataFrame(rows)
+
+
+def v_control(pairs: Sequence[tuple[Lab, steering.Direction]], alpha: float = 100) -> pd.DataFrame:
+    """The O-edit and the V-edit of the last layer at the same α (chapter 5, §5.6): one row per
+    ``(lab, u)`` and matrix, in that order.
+
+    Columns: ``model``, ``matrix`` (``"O"``/``"V"``), ``method`` (how ``w`` or ``b`` was chosen), ``c``,
+    ``cos_y_u`` (``|cos(y, u)|``: 1 for the O-edit, and for the V-edit with multi-head attention),
+    ``spectral_alignment`` ``|⟨v₁', u⟩|``, ``change_along_u`` (mean ``|cos|`` of each token's change at the
+    output projection with ``u``), ``final_simplified``, ``final_real`` with its 95% bootstrap interval
+    over prompts ``final_real_lo``/``_hi``, and ``rank`` (median target rank; NaN without an LM head).
+    """
+    rows = []
+    for lab, u in pairs:
+        for matrix in steering.MATRICES:
+            r = lab.run(u, alpha, text=False, matrix=matrix)
+            e = r["edit"]
+            lo, hi = bootstrap_pooled(*r["final_per_prompt"]["real"])
+            rows.append({"model": lab.label, "matrix": matrix, "method": e.method, "c": e.c,
+                         "cos_y_u": abs(e.y @ u.vector) / np.linalg.norm(e.y),
+                         "spectral_alignment": r["spectral_alignment"], "change_along_u": r["change_along_u"],
+                         "final_simplified": r["final_simplified"], "final_real": r["final_real"],
+                         "final_real_lo": lo, "final_real_hi": hi, "rank": r.get("rank", np.nan)})
+    return pd.DataFrame(rows)
+
+
+def v_anatomy(lab: Lab, direction: steering.Direction, alpha: float = 100) -> dict[str, Any]:
+    """:func:`lib.steering.v_edit_anatomy` of the last layer's V-edit on ``lab``'s prompts, plus ``b_norm``
+    (``‖b‖``, the norm of the edit's weight-side vector)."""
+    m = lab.model
+    heads_before = lab.head_outputs(-1)
+    with steering.steer(m, direction, alpha, matrix="V") as edit:
+        heads_after = steering.head_outputs(m, lab.texts)
+    out = steering.v_edit_anatomy(edit, m.layer(-1).attention, heads_before, heads_after)
+    out["b_norm"] = float(np.linalg.norm(edit.w))
+    return out
+
+
+def uniform_attention_control(lab: Lab, direction: steering.Direction, alpha: float = 100) -> dict[str, float]:
+    """The counterfactual of §5.6: in the simplified model, every head of the last layer attends
+    uniformly (so all heads average alike); the mean final alignment with ``u`` after the O-edit and
+    after the V-edit, ``{"O": ..., "V": ...}``."""
+    out = {}
+    for matrix in steering.MATRICES:
+        with steering.steer(lab.model, direction, alpha, matrix=matrix):
+            states = lab.simplified_states(-1, attention="uniform")
+            fin = [spectra.alignment(s[-1], direction.vector) for s in states]
+        out[matrix] = float(np.concatenate(fin).mean())
+    return out
+
+
+def sign_variant(lab: Lab, direction: steering.Direction, alpha: float = 100,
+                 heldout: Sequence[str] | None = None) -> dict[str, float]:
+    """Exercise 5.3's variant [ours]: the O-edit with ``w`` the unit mean head output of the last layer.
+
+    ``ō`` is the mean of the concatenated head outputs over every token of every prompt
+    (:meth:`Lab.head_outputs`), ``w = ō/‖ō‖``; α is relative (``α|c| = alpha·|λ₁(F_L)|``). Returns
+    ``c``, ``sign_agreement`` (the fraction of tokens with ``wᵀ o_i > 0``), ``top1`` (the fraction of
+    prompts whose most likely next token is ``direction``'s word, measured with the edit in place),
+    ``z_cos`` (``|cos(z, u)|``, ``z = V_Lᵀ w``: how far the planted direction is from ``u``), ``strength``
+    (the mean norm of the change, :func:`lib.steering.matched_strength`) and, with ``heldout`` texts,
+    ``ppl`` (their perplexity with the edit, :func:`text_losses`).
+    """
+    if not lab.has_head or direction.token_id is None:
+        raise steering.InputError("sign_variant needs a decoder with an LM head and a word direction")
+    outs = lab.head_outputs(-1)
+    o_bar = np.concatenate(outs).mean(0)
+    out: dict[str, float] = {}
+    with steering.steer(lab.model, direction, alpha, w=o_bar / np.linalg.norm(o_bar)) as edit:
+        ranks = target_ranks(lab.logits(lab.real_states(-1)), direction.token_id)
+        if heldout is not None:
+            ls, lc = text_losses(lab.model, heldout)
+            out["ppl"] = math.exp(ls.sum() / lc.sum())
+    return {"c": float(edit.c), "sign_agreement": steering.sign_agreement(edit, outs),
+            "top1": float(np.mean(ranks == 1)),
+            "z_cos": float(abs(edit.z @ edit.u) / np.linalg.norm(edit.z)),
+            "strength": steering.matched_strength(edit, outs), **out}
+
+
+def real_model_sweep(model: SpectralModel, word: str = "boat", texts: Sequence[str] | None = None,
+                     prompt: str = "The sailor looked at the", alphas: Sequence[float] = ALPHAS) -> dict[str, pd.DataFrame]:
+    """§5.8's sweep of a hub checkpoint with an LM head: ``word`` (:func:`lib.steering.word_direction`, e.g.
+    GPT-2's ``Ġboat``) and a random control, over ``texts`` (default: 16 prompts of the book's English
+    prompt set, :func:`lib.prompts.prompts`); the :func:`sweep` tables."""
+    from lib import prompts
+
+    lab = Lab(model, list(texts) if texts is not None else prompts.prompts(16), prompt=prompt)
+    dirs = [steering.word_direction(model, word), steering.random_direction(model.d_model)]
+    return sweep(lab, dirs, alphas)

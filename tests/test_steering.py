@@ -15,10 +15,7 @@ from tiny_models import SEQ, VOCAB
 FAMILIES = ("bert", "albert", "gpt2", "gpt_neo", "llama", "olmo2", "gemma2")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    with steering.one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("steering_one_thread")
 
 
 def _random_model(tiny_dir, family, seed=0):
