@@ -6,14 +6,21 @@ one forward pass records the residual ``x = h_t[T]`` entering block ``t`` at the
 single-token Jacobians at those ``x`` are averaged into ``J̄_t``; ``F_t = O_t V_t``. The token states of
 γ/ρ are every content token of the same prompts (real forward pass, as chapter 3's "real" source).
 Float64 for every eigen-, singular- and Schur decomposition; Jacobians in column convention.
+
+The chapter runs eight models at once: :func:`analyse_twins` measures every model of a set of
+:class:`lib.models.Twins` (one model per core) into a :class:`TwinViews`, whose ``table`` gives the long
+tables the charts (:mod:`lib.page.bridge_plots`) draw; :func:`context_twins`, :func:`perturbation_twins` and
+:func:`steering_twins` do the same for sections 6.5–6.6. Each ``*_findings`` function turns a section's tables
+into the numbers its prose states and its claim's verdict (a :class:`Findings`), and :func:`readable` gives
+the tables the reader sees their column labels.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -28,11 +35,19 @@ from lib import spectra, steering
 from lib.cumulative import erank_from_singular_values
 from lib.funnel_stats import bootstrap_weights
 from lib.parallel import map_matrices
+from lib.tables import interval_text, value_range
 from lib.topology import benjamini_hochberg
 
-__all__ = ["ANGLE_TARGETS", "JView", "ModelViews", "analyse", "context_jacobians", "context_table", "float64",
-           "in_context_stack",
-           "perturbation_errors", "steering_long", "steering_views", "steering_views_at"]
+if TYPE_CHECKING:
+    from lib.models import SpectralModel, Twins
+
+__all__ = ["ANGLE_DRAWS", "ANGLE_TARGETS", "GAMMA_VIEWS", "RATE_PROPERTIES", "STEERING_QUANTITIES", "Findings",
+           "JView", "ModelViews", "TwinViews", "analyse",
+           "analyse_twins", "angle_findings", "angle_summary", "autodiff_check", "context_findings",
+           "context_jacobians", "context_table", "context_twins", "float64", "gamma_findings", "gamma_summary",
+           "in_context_stack", "perturbation_errors", "perturbation_twins", "rate_findings", "rate_tests",
+           "readable", "share_findings", "single_threaded", "steering_findings", "steering_long",
+           "steering_twins", "steering_views", "steering_views_at"]
 
 ANGLE_TARGETS: tuple[str, ...] = ("eigenvectors of J̄", "left singular vectors", "right singular vectors",
                                   "funnel image")
@@ -244,7 +259,8 @@ def context_jacobians(model: Any, views: ModelViews, texts: Sequence[str], n: in
 
 def context_table(views: ModelViews, J_ctx: np.ndarray, k: int = 8) -> pd.DataFrame:
     """Per layer: ``rel_diff`` (median over prompts of ‖J_ctx − J_single‖_F / ‖update of J_ctx‖_F, with its
-    min and max), spectral radii, complex fractions and the result-2 angle (top-k eigenvectors) of both means."""
+    min and max, and ``rel_first``, its value for the first prompt), spectral radii, complex fractions and
+    the result-2 angle (top-k eigenvectors) of both means."""
     L, n, d, _ = J_ctx.shape
     ref = br.reference(views.layout, d)
     J_single = views.J_first[:, :n]
@@ -258,7 +274,7 @@ def context_table(views: ModelViews, J_ctx: np.ndarray, k: int = 8) -> pd.DataFr
         theta = {name: float(np.degrees(br.principal_angles(vF, br.eigen_subspace(None, k, eig=e))[0]))
                  for name, e in (("single", (ls, Vs)), ("ctx", (lc, Vc)))}
         rows.append({"layer": t + 1, "rel_diff": float(np.median(rel)), "rel_min": float(rel.min()),
-                     "rel_max": float(rel.max()),
+                     "rel_max": float(rel.max()), "rel_first": float(rel[0]),
                      "radius_single": float(np.abs(ls[0])), "radius_ctx": float(np.abs(lc[0])),
                      "fC_single": nn.complex_fraction(ls), "fC_ctx": nn.complex_fraction(lc),
                      "theta_single": theta["single"], "theta_ctx": theta["ctx"]})
@@ -407,3 +423,555 @@ def steering_long(steer: pd.DataFrame, quantities: dict[str, str]) -> pd.DataFra
         has = f"{col}_lo" in steer
         parts.append(part.assign(lo=steer[f"{col}_lo"] if has else np.nan, hi=steer[f"{col}_hi"] if has else np.nan))
     return pd.concat(parts, ignore_index=True)
+
+
+# -- the chapter's eight models at once ----------------------------------------------------------------------------
+def single_threaded() -> None:
+    """One BLAS and one torch thread per worker: chapter 6's matrices are small (``d ≤ 384``), so one model
+    per core (:func:`lib.parallel.map_matrices`) beats threaded BLAS on a busy 2-core machine. Also silences
+    transformers' notice that the decoder's LM head is unused by the base model."""
+    import transformers
+    from threadpoolctl import threadpool_limits
+
+    transformers.logging.set_verbosity_error()
+    torch.set_num_threads(1)
+    threadpool_limits(1)
+
+
+@dataclass(repr=False, eq=False)
+class TwinViews(Mapping):
+    """:class:`ModelViews` of several models and their random-init twins, keyed by ``(key, series)``.
+
+    ``key`` names a model family ("MiniLM", "decoder": the keys of ``twins``), ``series`` is
+    :meth:`lib.models.Twins.series` of the model ("trained", "random init, seed 0", ...): model identity
+    comes from the :class:`lib.models.Twins`, never from parsing labels.
+
+    Attributes:
+        twins: per key, the trained model and its twins. texts: per key, the prompts every model of that
+            key ran on. views: the measurements. k: the dimension of the Jacobian-view subspaces.
+    """
+
+    twins: dict[str, Twins]
+    texts: dict[str, list[str]]
+    views: dict[tuple[str, str], ModelViews]
+    k: int
+
+    def __getitem__(self, key: tuple[str, str]) -> ModelViews:
+        return self.views[key]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self.views)
+
+    def __len__(self) -> int:
+        return len(self.views)
+
+    def __repr__(self) -> str:
+        parts = [f"{key}: {pair.name} trained + random init seeds {list(pair.seeds)}"
+                 for key, pair in self.twins.items()]
+        prompts = ", ".join(f"{len(t)} {key}" for key, t in self.texts.items())
+        return f"TwinViews({'; '.join(parts)}; prompts: {prompts}; K = {self.k}; {len(self)} models measured)"
+
+    def model(self, key: str, series: str = "trained") -> SpectralModel:
+        """The model of family ``key`` and ``series``; ``KeyError`` naming the series there are."""
+        pair = self.twins[key]
+        for m in pair:
+            if pair.series(m) == series:
+                return m
+        raise KeyError(f"{key!r} has no series {series!r}: {[pair.series(m) for m in pair]}")
+
+    def table(self, attr: str) -> pd.DataFrame:
+        """One long table of a per-model attribute (``"share"``, ``"angles"``, ...) over every model, tagged
+        with ``model`` (the key), ``series`` and ``random`` (:meth:`ModelViews.tag`)."""
+        return pd.concat([v.tag(getattr(v, attr)) for v in self.views.values()], ignore_index=True)
+
+    @property
+    def description(self) -> str:
+        """``"all-MiniLM-L6-v2 and book-decoder, trained and 3 random-init twins each"``."""
+        names = " and ".join(p.name for p in self.twins.values())
+        counts = sorted({len(p.twins) for p in self.twins.values()})
+        return f"{names}, trained and {'/'.join(map(str, counts))} random-init twins each"
+
+
+def analyse_twins(twins: Mapping[str, Twins], texts: Mapping[str, Sequence[str]], *, k: int = 8,
+                  m_null: int = 1000, n_first: int | None = None) -> TwinViews:
+    """:func:`analyse` of every model of every :class:`lib.models.Twins`, one model per core.
+
+    Args:
+        twins: per key ("MiniLM"), a trained model and its random-init twins.
+        texts: per key, the prompts (the same for a model and its twins).
+        k, m_null: as :func:`analyse`. n_first: prompts whose single-token Jacobians are kept (default: all,
+            for the in-context comparison of :func:`context_twins`).
+
+    The models run side by side (:func:`lib.parallel.map_matrices`); each is computed as in a serial loop
+    (closed-form Jacobians, no forward-mode AD), so the results do not depend on the number of cores.
+    """
+    items = [((key, pair.series(m)), m) for key, pair in twins.items() for m in pair]
+
+    def one(item: tuple[tuple[str, str], Any]) -> ModelViews:
+        (key, series), m = item
+        ts = list(texts[key])
+        return analyse(m, ts, key=key, series=series, k=k, m_null=m_null,
+                       n_first=len(ts) if n_first is None else n_first)
+
+    views = dict(zip([name for name, _ in items], map_matrices(one, items)))
+    return TwinViews(dict(twins), {key: list(texts[key]) for key in twins}, views, k)
+
+
+def autodiff_check(views: TwinViews, layer: int = 2, n_prompts: int = 2) -> pd.DataFrame:
+    """The closed form of section 6.1 against autodiff of the real block, for each trained model.
+
+    Block ``layer`` (0-based) at the last token of the first ``n_prompts`` prompts; one row per model with
+    the relative Frobenius difference ‖J − J_autodiff‖/‖J_autodiff‖ over the stacked prompts.
+    """
+    rows = []
+    for key in views.twins:
+        m = views.model(key)
+        X, _ = jac.residual_inputs(m, views.texts[key][:n_prompts])
+        dec = br.decompose(m, layer, X[layer])
+        J_ad = jac.layer_jacobians(m, layer, X[layer], method="autodiff").numpy()
+        rows.append({"model": m.label, "layout": dec.layout, "layer": layer + 1,
+                     "relative difference from autodiff": np.linalg.norm(dec.J - J_ad) / np.linalg.norm(J_ad)})
+    return pd.DataFrame(rows)
+
+
+# -- what the prose says: the numbers of each section and its row of the Results page ----------------------------
+@dataclass(frozen=True)
+class Findings:
+    """The numbers one section of chapter 6 writes into its prose, and its claim's row of the Results page.
+
+    Attributes:
+        numbers: glue name → value (formatted text or int), read by the prose's ``{eval}`name```.
+        claim: ``models``, ``measured`` and ``verdict`` for :func:`lib.results.glue_claim` (the chapter
+            calls it with the claim's id, which the Results page's test looks for in the chapter).
+    """
+
+    numbers: dict[str, Any]
+    claim: dict[str, str] = field(default_factory=dict)
+
+    def glue(self) -> dict[str, str]:
+        """Glue every number (:func:`lib.prose.glue`) and return :attr:`claim`, for
+        ``glue_claim("TV1", **findings.glue())``."""
+        from lib.prose import glue
+
+        for name, value in self.numbers.items():
+            glue(name, value, display=False)
+        return self.claim
+
+
+def _twin_label(df: pd.DataFrame) -> str:
+    """``"random init (3 seeds)"``: the pooled twins of a table with ``random`` and ``series`` columns."""
+    return f"random init ({df[df.random].series.nunique()} seeds)"
+
+
+def share_findings(share: pd.DataFrame, models: str) -> Findings:
+    """Section 6.1 (claim TV1): the attention path's share of the update, per model key.
+
+    ``share`` is ``TwinViews.table("share")``. Glued per key: ``sh_tr_<key>`` / ``sh_rd_<key>`` (ranges over
+    layers, trained / twins), ``sh_ci_<key>`` (the trained intervals' extent), ``sig_tr_<key>`` /
+    ``sig_rd_<key>`` (σ₁ share), ``sh_med_tr_<key>`` / ``sh_med_rd_<key>`` (medians). The claim holds when
+    the trained median exceeds 0.5 in every model and the twins' does not in every model.
+    """
+    numbers: dict[str, Any] = {}
+    parts, held, twins_held = [], True, True
+    for key in pd.unique(share.model):
+        tr = share[(share.model == key) & ~share.random]
+        rd = share[(share.model == key) & share.random]
+        numbers[f"sh_tr_{key}"] = value_range(tr.share)
+        numbers[f"sh_ci_{key}"] = f"{tr.lo.min():.2f}–{tr.hi.max():.2f}"
+        numbers[f"sh_rd_{key}"] = value_range(rd.share)
+        numbers[f"sig_tr_{key}"] = value_range(tr.sigma_share)
+        numbers[f"sig_rd_{key}"] = value_range(rd.sigma_share)
+        numbers[f"sh_med_tr_{key}"] = f"{tr.share.median():.2f}"
+        numbers[f"sh_med_rd_{key}"] = f"{rd.share.median():.2f}"
+        held &= bool(tr.share.median() > 0.5)
+        twins_held &= bool(rd.share.median() > 0.5)
+        parts.append(f"{key}: ‖J̄_F‖/‖Ū‖ {value_range(tr.share)} trained (95% CI {tr.lo.min():.2f}–"
+                     f"{tr.hi.max():.2f}), {value_range(rd.share)} at random init")
+    verdict = ("reproduced" if held and not twins_held else
+               "not specific to training" if held and twins_held else "not reproduced")
+    return Findings(numbers, {"models": models, "measured": "; ".join(parts), "verdict": verdict})
+
+
+def angle_summary(angles: pd.DataFrame) -> pd.DataFrame:
+    """Section 6.2 per (model, Jacobian subspace, trained or pooled twins): ``layers_aligned`` (closer than
+    chance at FDR 5%), ``n`` (layers, over every seed), ``theta_min``, ``theta_median`` and ``chance_5pct``
+    (median of the per-layer 5% chance quantiles), all in degrees."""
+    s = (angles.assign(aligned=angles.q < 0.05)
+         .groupby(["model", "target", "random"], as_index=False)
+         .agg(layers_aligned=("aligned", "sum"), n=("aligned", "size"), theta_min=("theta", "min"),
+              theta_median=("theta", "median"), chance_5pct=("chance_lo", "median")))
+    s["layers_aligned"] = s.layers_aligned.astype(int)
+    s = s.assign(series=np.where(s.random, _twin_label(angles), "trained")).drop(columns="random")
+    return s[["model", "target", "series", "layers_aligned", "n", "theta_min", "theta_median", "chance_5pct"]]
+
+
+def angle_findings(angles: pd.DataFrame, models: str, k: int) -> Findings:
+    """Section 6.2 (claim TV2): how often ``v₁(F_t)`` is closer than chance to a Jacobian subspace.
+
+    Glued: ``al_<key>_<i>_tr`` / ``_rd`` ("a of n" layers for subspace ``i`` of :data:`ANGLE_TARGETS`),
+    ``al_tot_tr`` / ``al_tot_rd`` (all pairs), ``ml_theta_min`` and ``ml_chance`` (MiniLM's best angle and
+    its chance quantiles), ``dec_th_l2`` / ``dec_th_l3`` (the trained decoder's eigenvector angles in layers
+    2 and 3). The claim: not reproduced if under half the trained pairs are aligned, reproduced if the
+    trained share beats the twins' by more than 0.2, else not specific to training.
+    """
+    summary = angle_summary(angles)
+    twin = _twin_label(angles)
+
+    def aligned(key: str, target: str, random: bool) -> tuple[int, int]:
+        s = summary[(summary.model == key) & (summary.target == target)
+                    & (summary.series == (twin if random else "trained"))].iloc[0]
+        return int(s.layers_aligned), int(s.n)
+
+    keys = list(pd.unique(angles.model))
+    numbers: dict[str, Any] = {}
+    for key in keys:
+        for i, target in enumerate(ANGLE_TARGETS):
+            numbers[f"al_{key}_{i}_tr"] = "{} of {}".format(*aligned(key, target, False))
+            numbers[f"al_{key}_{i}_rd"] = "{} of {}".format(*aligned(key, target, True))
+    tot_tr, n_tr = (sum(aligned(key, t, False)[j] for key in keys for t in ANGLE_TARGETS) for j in (0, 1))
+    tot_rd, n_rd = (sum(aligned(key, t, True)[j] for key in keys for t in ANGLE_TARGETS) for j in (0, 1))
+    frac_tr, frac_rd = tot_tr / n_tr, tot_rd / n_rd
+    numbers["al_tot_tr"] = f"{tot_tr} of {n_tr}"
+    numbers["al_tot_rd"] = f"{tot_rd} of {n_rd}"
+    ang_tr = angles[~angles.random]
+    ml = angles[angles.model == "MiniLM"]
+    numbers["ml_theta_min"] = f"{ang_tr[ang_tr.model == 'MiniLM'].theta.min():.0f}°"
+    numbers["ml_chance"] = f"{ml.chance_lo.min():.0f}–{ml.chance_lo.max():.0f}°"
+    dec_eig = ang_tr[(ang_tr.model == "decoder") & (ang_tr.target == ANGLE_TARGETS[0])].set_index("layer").theta
+    numbers["dec_th_l2"] = f"{dec_eig[2]:.0f}°"
+    numbers["dec_th_l3"] = f"{dec_eig[3]:.0f}°"
+    eig_tr = {key: aligned(key, ANGLE_TARGETS[0], False) for key in keys}
+    measured = ("; ".join(f"{key}: v₁(F_t) closer than chance (FDR 5%) to J̄_t's top-{k} eigenvectors in "
+                          f"{eig_tr[key][0]} of {eig_tr[key][1]} layers" for key in keys)
+                + f"; all four subspaces: {tot_tr} of {n_tr} (layer, subspace) pairs trained, {tot_rd} of "
+                  f"{n_rd} at random init")
+    verdict = ("not reproduced" if frac_tr < 0.5 else "reproduced" if frac_tr > frac_rd + 0.2
+               else "not specific to training")
+    return Findings(numbers, {"models": models + f"; K = {k}", "measured": measured, "verdict": verdict})
+
+
+RATE_PROPERTIES: tuple[tuple[str, str], ...] = (("radius_J", "ρ(J̄)"), ("delta_H", "δ_H"), ("erank", "erank(J̄)"))
+"""The properties of ``J̄_t`` that section 6.3 tests against ``F_t``'s gap ratio (column, label)."""
+
+
+def rate_tests(rates: pd.DataFrame) -> pd.DataFrame:
+    """Section 6.3: does ``F_t``'s gap ratio rank the layers like a property of ``J̄_t``?
+
+    For each model key, trained and random init, and each of :data:`RATE_PROPERTIES`: the within-variant
+    Spearman test of :func:`lib.bridge.stratified_spearman` (variants = series; seeds ``0, 1, ...`` in row
+    order), then Benjamini–Hochberg across all rows (``q``). Columns: ``model``, ``series`` ("trained" or
+    "random init"), ``J̄ property``, ``variants``, ``r``, ``p``, ``null_lo``, ``null_hi``, ``lo``, ``hi``, ``q``.
+    """
+    kind = np.where(rates.random, "random init", "trained")
+    rows = []
+    for key in pd.unique(rates.model):
+        for k in ("trained", "random init"):
+            s = rates[(rates.model == key) & (kind == k)]
+            for col, name in RATE_PROPERTIES:
+                r = br.stratified_spearman(s.gap_ratio, s[col], s.series, seed=len(rows))
+                rows.append({"model": key, "series": k, "J̄ property": name, "variants": s.series.nunique(), **r})
+    rt = pd.DataFrame(rows)
+    rt["q"] = benjamini_hochberg(rt.p.to_numpy())
+    return rt
+
+
+def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, models: str) -> Findings:
+    """Section 6.3 (claim TV3): ``rt`` from :func:`rate_tests`. Glued: ``dec_rho1`` (ρ(J̄) of the trained
+    decoder's block 1), ``rt_sig_tr`` / ``rt_sig_rd`` (tests significant at FDR 5%), ``rt_n`` (trained tests),
+    ``rt_r_tr`` / ``rt_r_rd`` (ranges of r), ``rt_null`` (the nulls' central 95%). The claim is partly
+    reproduced when some but not all trained tests are significant."""
+    tr, rd = rt[rt.series == "trained"], rt[rt.series == "random init"]
+    sig_tr, sig_rd = int((tr.q < 0.05).sum()), int((rd.q < 0.05).sum())
+    dec1 = rates[(rates.model == "decoder") & ~rates.random & (rates.layer == 1)].radius_J.iloc[0]
+    numbers = {"dec_rho1": f"{dec1:.0f}", "rt_sig_tr": sig_tr, "rt_sig_rd": sig_rd, "rt_n": len(tr),
+               "rt_r_tr": f"{tr.r.min():+.2f} to {tr.r.max():+.2f}",
+               "rt_r_rd": f"{rd.r.min():+.2f} to {rd.r.max():+.2f}",
+               "rt_null": f"{rt.null_lo.min():+.2f} to {rt.null_hi.max():+.2f}"}
+    measured = (f"within-variant Spearman of gap ratio with ρ(J̄), δ_H, erank(J̄): {tr.r.min():+.2f} "
+                f"to {tr.r.max():+.2f} trained, {sig_tr} of {len(tr)} significant at FDR 5% (permutation null "
+                f"95%: {rt.null_lo.min():+.2f} to {rt.null_hi.max():+.2f}); random init {sig_rd} of {len(rd)}")
+    verdict = ("not reproduced" if sig_tr == 0 else "partly reproduced" if sig_tr < len(tr) else "reproduced")
+    return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
+
+
+GAMMA_VIEWS: tuple[str, str] = ("F_t: v₁", "J̄_t: v₁")
+"""The two bases of section 6.4 (the ``view`` column of ``ModelViews.gamma``)."""
+
+
+def gamma_summary(gam: pd.DataFrame) -> pd.DataFrame:
+    """Section 6.4 per (model, trained or pooled twins, view): the range of γ_t over its chance level, the
+    layers whose γ_t / ρ_t beat their null at FDR 5%, the range of ρ_t and the number of layers."""
+    return (gam.assign(g_sig=gam.q_gamma < 0.05, r_sig=gam.q_rho < 0.05, ratio=gam.gamma / gam.chance,
+                       series=np.where(gam.random, _twin_label(gam), "trained"))
+            .groupby(["model", "series", "view"], as_index=False)
+            .agg(gamma_over_chance_min=("ratio", "min"), gamma_over_chance_max=("ratio", "max"),
+                 gamma_above_null=("g_sig", "sum"), rho_min=("rho", "min"), rho_max=("rho", "max"),
+                 rho_above_null=("r_sig", "sum"), layers=("layer", "size")))
+
+
+def gamma_findings(gam: pd.DataFrame, d: Mapping[str, int], models: str) -> Findings:
+    """Section 6.4 (claim TV4): γ_t and ρ_t against ``v₁(F_t)`` and against ``v₁(J̄_t)``.
+
+    Glued: ``ch_ml_<k>`` / ``ch_dec_<k>`` (chance levels for k = 1, 2 at the width ``d[key]``), per key and
+    view (F, J): ``g4_<key>_<F|J>_ratio`` (γ/chance range), ``_g`` and ``_r`` ("a of n" layers above the null,
+    trained), ``_g_rd`` and ``_r_rd`` (twins); ``g4_<key>_Jwins`` (layers where J̄'s direction gives the larger
+    ratio); ``g4_sigF`` / ``g4_sigJ`` (trained layers with γ_t or ρ_t above the null) and their ``_rd``. The
+    claim needs the J̄ view ahead by at least two layers, and ahead of the twins.
+    """
+    g4 = gamma_summary(gam)
+    twin = _twin_label(gam)
+    numbers: dict[str, Any] = {}
+    for key in d:
+        for k in (1, 2):
+            numbers[f"ch_{'ml' if key == 'MiniLM' else 'dec'}_{k}"] = f"{als.baseline_subspace(d[key], k):.4f}"
+
+    def row(key: str, series: str, view: str) -> pd.Series:
+        return g4[(g4.model == key) & (g4.series == series) & (g4.view == view)].iloc[0]
+
+    for key in d:
+        for view, tag in zip(GAMMA_VIEWS, ("F", "J")):
+            r, rr = row(key, "trained", view), row(key, twin, view)
+            numbers[f"g4_{key}_{tag}_ratio"] = f"{r.gamma_over_chance_min:.2f}–{r.gamma_over_chance_max:.2f}"
+            numbers[f"g4_{key}_{tag}_g"] = f"{int(r.gamma_above_null)} of {int(r.layers)}"
+            numbers[f"g4_{key}_{tag}_r"] = f"{int(r.rho_above_null)} of {int(r.layers)}"
+            numbers[f"g4_{key}_{tag}_g_rd"] = f"{int(rr.gamma_above_null)} of {int(rr.layers)}"
+            numbers[f"g4_{key}_{tag}_r_rd"] = f"{int(rr.rho_above_null)} of {int(rr.layers)}"
+        tr = gam[(gam.model == key) & ~gam.random]
+        ratio = {v: (tr[tr.view == v].gamma / tr[tr.view == v].chance).to_numpy() for v in GAMMA_VIEWS}
+        wins = int((ratio[GAMMA_VIEWS[1]] > ratio[GAMMA_VIEWS[0]]).sum())
+        numbers[f"g4_{key}_Jwins"] = f"{wins} of {len(ratio[GAMMA_VIEWS[0]])}"
+    either = "q_gamma < 0.05 or q_rho < 0.05"
+    sig = {v: int(gam[(~gam.random) & (gam.view == v)].eval(either).sum()) for v in GAMMA_VIEWS}
+    sig_rd = {v: int(gam[gam.random & (gam.view == v)].eval(either).sum()) for v in GAMMA_VIEWS}
+    n_tr = int(((~gam.random) & (gam.view == GAMMA_VIEWS[0])).sum())
+    n_rd = int((gam.random & (gam.view == GAMMA_VIEWS[0])).sum())
+    F, J = GAMMA_VIEWS
+    numbers.update(g4_sigF=f"{sig[F]} of {n_tr}", g4_sigJ=f"{sig[J]} of {n_tr}",
+                   g4_sigF_rd=f"{sig_rd[F]} of {n_rd}", g4_sigJ_rd=f"{sig_rd[J]} of {n_rd}")
+    j_better = sig[J] >= sig[F] + 2  # at least two layers more of the twelve [ours]
+    measured = ("; ".join(f"{key}: γ_t/chance {row(key, 'trained', F).gamma_over_chance_min:.2f}–"
+                          f"{row(key, 'trained', F).gamma_over_chance_max:.2f} (F view) vs "
+                          f"{row(key, 'trained', J).gamma_over_chance_min:.2f}–"
+                          f"{row(key, 'trained', J).gamma_over_chance_max:.2f} (J̄ view)" for key in d)
+                + f"; layers with γ_t or ρ_t above the random-subspace null (FDR 5%): F view {sig[F]} of "
+                  f"{n_tr}, J̄ view {sig[J]} of {n_tr} trained; twins {sig_rd[F]} and {sig_rd[J]} of {n_rd}")
+    verdict = ("not reproduced" if not j_better else
+               "not specific to training" if sig_rd[J] / n_rd >= sig[J] / n_tr else "reproduced")
+    return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
+
+
+def context_twins(views: TwinViews, n: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Section 6.5 for every model, one model per core (closed form, no forward-mode AD).
+
+    Returns ``(ctx, funnel)``: ``ctx`` the :func:`context_table` of every model, tagged; ``funnel`` one row
+    per model with ``prompts`` and the whole funnel's effective rank from the single-token and in-context
+    mean Jacobians.
+    """
+    def one(item: tuple[tuple[str, str], ModelViews]) -> tuple[pd.DataFrame, dict[str, Any]]:
+        (key, series), v = item
+        J_ctx = context_jacobians(views.model(key, series), v, views.texts[key], n=n)
+        ct = context_table(v, J_ctx, k=views.k)
+        return v.tag(ct), {"model": key, "series": series, "prompts": J_ctx.shape[1],
+                           "funnel erank, single-token": ct.attrs["erank_single"],
+                           "funnel erank, in-context": ct.attrs["erank_ctx"]}
+
+    parts = map_matrices(one, list(views.items()))
+    return pd.concat([c for c, _ in parts], ignore_index=True), pd.DataFrame([a for _, a in parts])
+
+
+def perturbation_twins(views: TwinViews, eps: Sequence[float], layer: int = 2) -> pd.DataFrame:
+    """:func:`perturbation_errors` of block ``layer`` (0-based) of each trained model at its first prompt's
+    last token, tagged with ``model``."""
+    parts = []
+    for key in views.twins:
+        m, v = views.model(key), views[key, "trained"]
+        T = jac.last_token_index(m, views.texts[key][0])
+        parts.append(perturbation_errors(m, layer, v.states[0][layer], T, eps).assign(model=key))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _slope(df: pd.DataFrame) -> float:
+    """Log–log slope of the error over 1e-3 ≤ ε ≤ 1e-1 (1: a right Jacobian's error falls like ε)."""
+    s = df[(df.eps >= 1e-3) & (df.eps <= 1e-1)]
+    return float(np.polyfit(np.log(s.eps), np.log(s.error), 1)[0])
+
+
+def context_findings(ctx: pd.DataFrame, funnel: pd.DataFrame, pert: pd.DataFrame, models: str) -> Findings:
+    """Section 6.5 (claim TV5): the single-token against the in-context Jacobian.
+
+    Glued per key: ``pt_slope_<key>`` (the in-context error's slope), ``pt_single_<key>`` / ``pt_ctx_<key>``
+    (errors at ε = 1e-3), ``cx_tr_<key>`` / ``cx_rd_<key>`` (ranges of the relative difference),
+    ``cx_th_<key>`` (the eigenvector angles both ways), ``cx_er_<key>`` (the funnel's erank both ways);
+    ``cx_fc_diff`` (largest change of a complex fraction), ``cx_median``, and ``ex_rel_first`` (the trained
+    decoder's first-prompt differences per layer, the answer of exercise 6.3). The claim holds when the
+    median difference is under 0.2.
+    """
+    numbers: dict[str, Any] = {}
+    for key in pd.unique(ctx.model):
+        p = pert[pert.model == key]
+        pc, ps = p[p.jacobian == "in-context"], p[p.jacobian == "single-token"]
+        numbers[f"pt_slope_{key}"] = f"{_slope(pc):.2f}"
+        numbers[f"pt_single_{key}"] = f"{ps[ps.eps == 1e-3].error.iloc[0]:.2f}"
+        numbers[f"pt_ctx_{key}"] = f"{pc[pc.eps == 1e-3].error.iloc[0]:.1e}"
+        c = ctx[ctx.model == key]
+        tr_c = c[~c.random]
+        numbers[f"cx_tr_{key}"] = value_range(tr_c.rel_diff)
+        numbers[f"cx_rd_{key}"] = value_range(c[c.random].rel_diff)
+        numbers[f"cx_th_{key}"] = (f"{tr_c.theta_single.min():.0f}–{tr_c.theta_single.max():.0f}° single-token vs "
+                                   f"{tr_c.theta_ctx.min():.0f}–{tr_c.theta_ctx.max():.0f}° in-context")
+        f_ = funnel[(funnel.model == key) & (funnel.series == "trained")].iloc[0]
+        numbers[f"cx_er_{key}"] = f"{f_['funnel erank, single-token']:.1f} vs {f_['funnel erank, in-context']:.1f}"
+    numbers["cx_fc_diff"] = f"{(ctx.fC_single - ctx.fC_ctx).abs().max():.2f}"
+    numbers["cx_median"] = f"{ctx.rel_diff.median():.2f}"
+    first = ctx[(ctx.model == "decoder") & ~ctx.random].sort_values("layer").rel_first
+    numbers["ex_rel_first"] = ", ".join(f"{r:.3f}" for r in first)
+    keys = list(pd.unique(ctx.model))
+
+    def single_at(key: str) -> float:
+        p = pert[(pert.model == key) & (pert.jacobian == "single-token") & (pert.eps == 1e-3)]
+        return float(p.error.iloc[0])
+
+    measured = ("; ".join(f"{key}: ‖J_ctx − J_single‖/‖J_ctx − R‖ "
+                          f"{value_range(ctx[(ctx.model == key) & ~ctx.random].rel_diff)} trained, "
+                          f"{value_range(ctx[(ctx.model == key) & ctx.random].rel_diff)} random init" for key in keys)
+                + "; finite-perturbation error slope of the in-context Jacobian "
+                + ", ".join(f"{_slope(pert[(pert.model == key) & (pert.jacobian == 'in-context')]):.2f}"
+                            for key in keys)
+                + ", single-token error at ε = 1e-3: "
+                + ", ".join(f"{single_at(key):.2f}" for key in keys))
+    verdict = "reproduced" if bool(ctx.rel_diff.median() < 0.2) else "not reproduced"
+    return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
+
+
+STEERING_QUANTITIES: dict[str, str] = {
+    "spectral": "F view: |⟨v₁(F_L′), u⟩|", "J_sv": "J̄ view: |⟨s₁(Ū_L), u⟩|",
+    "J_write": "J̄ view: a(W̄u, u), where the block writes u", "tokens": "tokens leaving block L: mean a(x, u)"}
+"""The four numbers per edit of section 6.6: column of :func:`steering_views_at` → label."""
+
+
+def steering_twins(views: TwinViews, words: Mapping[str, str], alphas: Sequence[float], n: int) -> pd.DataFrame:
+    """:func:`steering_views_at` for every model on its first ``n`` prompts, one model per core.
+
+    Each model steers towards its own embedding of ``words[key]`` (:func:`lib.steering.word_direction`).
+    Tagged with ``model``, ``random``, ``weights`` (the model's series: "trained", "random init, seed 0", ...)
+    and ``series`` ("trained" or the pooled twins, "random init (3 seeds)").
+    """
+    def one(item: tuple[tuple[str, str], ModelViews]) -> pd.DataFrame:
+        (key, series), v = item
+        m = views.model(key, series)
+        texts = views.texts[key][:n]
+        X_last = torch.stack([h[m.n_layers - 1, jac.last_token_index(m, s)] for h, s in zip(v.states[:n], texts)])
+        sv = steering_views_at(m, steering.word_direction(m, words[key]), alphas, X_last, v.states[:n])
+        return v.tag(sv).assign(weights=series)
+
+    steer = pd.concat(map_matrices(one, list(views.items())), ignore_index=True)
+    steer["series"] = np.where(steer.random, _twin_label(steer.assign(series=steer.weights)), "trained")
+    return steer
+
+
+def steering_findings(steer: pd.DataFrame, models: str, alphas: Sequence[float]) -> Findings:
+    """Section 6.6 (claim TV6): the O-edit seen by both views.
+
+    Glued per key and column of :data:`STEERING_QUANTITIES` (and ``share``): ``st_<key>_<col>`` at the
+    largest α, ``_5``, ``_20``, ``_0`` at α = 5, 20, 0, ``_rd`` (the twins' range at the largest α); with
+    intervals: ``st_<key>_tokens_ci``, ``_tokens_5_ci``, ``_J_write_0_ci``, ``_J_write_ci``; and
+    ``st_saturating`` / ``st_twins_saturating`` (models whose token interval stays under 0.95 at the largest
+    α). The claim is reproduced when, in every saturating model, a(W̄u, u) at α = 0 predicts the level (within
+    0.05) and the Jacobian view decouples at the largest α; partly when it only decouples.
+    """
+    tr = steer[~steer.random]
+    a_max = max(alphas)
+
+    def at(key: str, alpha: float, col: str) -> float:
+        return float(tr[(tr.model == key) & (tr.alpha == alpha)][col].iloc[0])
+
+    def ci(key: str, alpha: float, col: str) -> str:
+        r = tr[(tr.model == key) & (tr.alpha == alpha)].iloc[0]
+        return f"{r[col]:.3f} [{r[col + '_lo']:.3f}, {r[col + '_hi']:.3f}]"
+
+    def twin_range(key: str, alpha: float, col: str) -> str:
+        return value_range(steer[steer.random & (steer.model == key) & (steer.alpha == alpha)][col])
+
+    keys = list(pd.unique(steer.model))
+    numbers: dict[str, Any] = {}
+    for key in keys:
+        for col in ("spectral", "J_sv", "J_write", "tokens", "share"):
+            numbers[f"st_{key}_{col}"] = f"{at(key, a_max, col):.3f}"
+            numbers[f"st_{key}_{col}_5"] = f"{at(key, 5, col):.3f}"
+            numbers[f"st_{key}_{col}_20"] = f"{at(key, 20, col):.3f}"
+            numbers[f"st_{key}_{col}_0"] = f"{at(key, 0, col):.3f}"
+            numbers[f"st_{key}_{col}_rd"] = twin_range(key, a_max, col)
+        numbers[f"st_{key}_tokens_ci"] = ci(key, a_max, "tokens")
+        numbers[f"st_{key}_tokens_5_ci"] = ci(key, 5, "tokens")
+        numbers[f"st_{key}_J_write_0_ci"] = ci(key, 0, "J_write")
+        numbers[f"st_{key}_J_write_ci"] = ci(key, a_max, "J_write")
+    top = steer[steer.alpha == a_max]
+    saturating = [key for key in keys if at(key, a_max, "tokens_hi") < 0.95]  # the whole interval below 0.95
+    twins_saturating = [key for key in keys if (top[top.random & (top.model == key)].tokens_hi < 0.95).all()]
+    level_ok = all(abs(at(key, 0, "J_write") - at(key, a_max, "tokens")) < 0.05 for key in saturating)
+    decouples = all(at(key, a_max, "J_write_hi") < 0.5 * at(key, 0, "J_write_lo")
+                    and at(key, a_max, "J_sv") < 0.5 * tr[tr.model == key].J_sv.max() for key in saturating)
+    numbers["st_saturating"] = ", ".join(saturating) if saturating else "none"
+    numbers["st_twins_saturating"] = ", ".join(twins_saturating) if twins_saturating else "none"
+    measured = "; ".join(f"{key} at α = {a_max}: F view {at(key, a_max, 'spectral'):.3f}, tokens "
+                         f"{ci(key, a_max, 'tokens')} (twins {twin_range(key, a_max, 'tokens')}), "
+                         f"J̄ view a(W̄u, u) {ci(key, 0, 'J_write')} at α = 0 → {ci(key, a_max, 'J_write')}, "
+                         f"|⟨s₁, u⟩| max {tr[tr.model == key].J_sv.max():.3f} → {at(key, a_max, 'J_sv'):.3f}"
+                         for key in keys)
+    verdict = ("not reproduced" if not saturating else "reproduced" if level_ok and decouples
+               else "partly reproduced" if decouples else "not reproduced")
+    return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
+
+
+# -- tables for the reader: words, not column names ---------------------------------------------------------------
+_LABELS: dict[str, dict[str, str]] = {
+    "share": {"model": "model", "series": "weights", "layer": "layer", "share": "‖J̄_F‖ / ‖Ū‖",
+              "ci": "95% CI", "sigma_share": "σ₁(J̄_F) / σ₁(Ū)"},
+    "angles": {"model": "model", "target": "Jacobian subspace", "series": "weights",
+               "layers_aligned": "layers closer than chance (FDR 5%)", "n": "layers (all seeds)",
+               "theta_min": "smallest θ₁ (°)", "theta_median": "median θ₁ (°)",
+               "chance_5pct": "5% quantile of chance (°)"},
+    "rates": {"model": "model", "series": "weights", "J̄ property": "J̄ property", "variants": "variants",
+              "r": "Spearman r (within variants)", "ci": "95% CI", "null": "permutation null, central 95%",
+              "p": "p", "q": "q (BH)"},
+    "gamma": {"model": "model", "series": "weights", "view": "basis",
+              "gamma_over_chance": "γ_t / chance (range)", "gamma_above_null": "layers with γ_t above null",
+              "rho": "ρ_t (range)", "rho_above_null": "layers with ρ_t above null", "layers": "layers (all seeds)"},
+    "context": {"model": "model", "series": "weights", "layer": "layer",
+                "rel_diff": "relative difference (median over prompts)", "radius_single": "ρ(J̄), single token",
+                "radius_ctx": "ρ(J̄), in context", "fC_single": "complex fraction, single token",
+                "fC_ctx": "complex fraction, in context", "theta_single": "θ₁ to v₁(F_t), single token (°)",
+                "theta_ctx": "θ₁ to v₁(F_t), in context (°)"},
+    "funnel": {"model": "model", "series": "weights", "prompts": "prompts",
+               "funnel erank, single-token": "funnel erank, single token",
+               "funnel erank, in-context": "funnel erank, in context"},
+    "steering": {"model": "model", "weights": "weights", "alpha": "α|c| / |λ₁|",
+                 "spectral": "|⟨v₁(F_L′), u⟩|", "J_sv": "|⟨s₁(Ū_L), u⟩|", "J_write": "a(W̄u, u)",
+                 "share": "‖J̄_F‖ / ‖Ū‖", "tokens": "tokens: mean a(x, u)"},
+}
+
+
+def _signed_interval(lo: Any, hi: Any, fmt: str = ".3f") -> list[str]:
+    """``"lo to hi"`` per pair (an en dash between signed numbers, "-1.000–-0.363", reads as a minus)."""
+    return [t if t == "–" else t.replace("–", " to ") for t in interval_text(lo, hi, fmt)]
+
+
+def readable(df: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """A chapter-6 table with the reader's column labels, in the order of the page.
+
+    ``kind`` is one of ``"share"``, ``"angles"``, ``"rates"``, ``"gamma"``, ``"context"``, ``"funnel"``,
+    ``"steering"``; intervals become one ``"lo–hi"`` text column (:func:`lib.tables.interval_text`), ranges
+    (``*_min`` / ``*_max``) one ``"min–max"`` column. The data are not changed, only selected and renamed.
+    """
+    if kind not in _LABELS:
+        raise ValueError(f"kind must be one of {sorted(_LABELS)}, got {kind!r}")
+    df = df.copy()
+    if kind == "share":
+        df["ci"] = interval_text(df.lo, df.hi)
+    elif kind == "rates":  # signed: "-0.771 to 0.829", not "-0.771–0.829"
+        df["ci"], df["null"] = _signed_interval(df.lo, df.hi), _signed_interval(df.null_lo, df.null_hi)
+    elif kind == "gamma":
+        df["gamma_over_chance"] = interval_text(df.gamma_over_chance_min, df.gamma_over_chance_max, ".2f")
+        df["rho"] = interval_text(df.rho_min, df.rho_max)
+    labels = _LABELS[kind]
+    return df[list(labels)].rename(columns=labels)

@@ -1,0 +1,293 @@
+"""Chapter 6's models at once (lib.bridge_views.TwinViews) and the numbers its prose states (the *_findings).
+
+The findings functions turn the chapter's long tables into the glued numbers and the Results-page verdicts;
+they are checked here on small synthetic tables whose answers are known, one verdict branch at a time.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import lib
+from lib import bridge_views as bv
+from lib.decoder.language import prompts
+from lib.results import VERDICTS
+
+KEYS = ("MiniLM", "decoder")
+SERIES = ("trained", "random init, seed 0", "random init, seed 1")
+
+
+def _per_layer(values: dict[tuple[str, str], dict[str, np.ndarray]], layers: int = 6) -> pd.DataFrame:
+    """A tagged long table like ``TwinViews.table``: one row per (key, series, layer)."""
+    frames = []
+    for (key, series), cols in values.items():
+        frames.append(pd.DataFrame({"layer": np.arange(1, layers + 1), **cols}).assign(
+            model=key, series=series, random=series != "trained"))
+    return pd.concat(frames, ignore_index=True)
+
+
+# -- the eight models at once --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def decoder_views():
+    pair = lib.load_twins("book-decoder", seeds=(0,))
+    return bv.analyse_twins({"decoder": pair}, {"decoder": prompts(3)}, k=2, m_null=20)
+
+
+def test_twin_views_are_keyed_by_the_twins_series(decoder_views):
+    views = decoder_views
+    assert list(views) == [("decoder", "trained"), ("decoder", "random init, seed 0")]
+    assert len(views) == 2
+    assert views.model("decoder") is views.twins["decoder"].trained
+    assert views.model("decoder", "random init, seed 0") is views.twins["decoder"].twins[0]
+    with pytest.raises(KeyError, match="no series 'random 0'"):
+        views.model("decoder", "random 0")
+    assert views.description == "book-decoder, trained and 1 random-init twins each"
+    text = repr(views)
+    assert "\n" not in text and len(text) < 200 and "seeds [0]" in text
+    share = views.table("share")
+    assert set(share.series) == {"trained", "random init, seed 0"}
+    assert share.random.tolist() == [False] * 6 + [True] * 6
+    assert views["decoder", "trained"].J_first.shape[1] == 3  # every prompt kept by default
+
+
+def test_analyse_twins_equals_a_serial_analyse(decoder_views):
+    """One model per thread gives the numbers of a plain serial call, bit for bit (closed-form Jacobians)."""
+    m = decoder_views.model("decoder", "random init, seed 0")
+    serial = bv.analyse(m, prompts(3), key="decoder", series="random init, seed 0", k=2, m_null=20, n_first=3)
+    threaded = decoder_views["decoder", "random init, seed 0"]
+    pd.testing.assert_frame_equal(serial.share, threaded.share)
+    pd.testing.assert_frame_equal(serial.gamma, threaded.gamma)
+    np.testing.assert_array_equal(serial.Jbar, threaded.Jbar)
+
+
+def test_autodiff_check_and_context_twins(decoder_views):
+    checks = bv.autodiff_check(decoder_views, layer=1)
+    assert checks.columns.tolist() == ["model", "layout", "layer", "relative difference from autodiff"]
+    assert checks.layer.tolist() == [2] and checks.iloc[0, -1] < 1e-4
+    ctx, funnel = bv.context_twins(decoder_views, n=2)
+    assert len(ctx) == 12 and (ctx.rel_first >= ctx.rel_min - 1e-12).all() and (ctx.rel_first <= ctx.rel_max + 1e-12).all()
+    assert funnel.prompts.tolist() == [2, 2]
+    v = decoder_views["decoder", "trained"]
+    J_ctx = bv.context_jacobians(decoder_views.model("decoder"), v, prompts(3), n=1)
+    ref = np.eye(v.d)
+    first = [np.linalg.norm(J_ctx[t, 0] - v.J_first[t, 0]) / np.linalg.norm(J_ctx[t, 0] - ref) for t in range(6)]
+    tr = ctx[~ctx.random].sort_values("layer")
+    np.testing.assert_allclose(tr.rel_first, first, rtol=1e-6)  # a float32 model: batched over 2 prompts or 1
+
+
+# -- section 6.1 ---------------------------------------------------------------------------------------------------
+def _share(tr: float, rd: float) -> pd.DataFrame:
+    vals = {}
+    for key in KEYS:
+        for s in SERIES:
+            v = tr if s == "trained" else rd
+            share = v + 0.01 * np.arange(6)
+            vals[key, s] = {"share": share, "lo": share - 0.02, "hi": share + 0.03, "sigma_share": share / 2}
+    return _per_layer(vals)
+
+
+def test_share_findings_numbers_and_verdicts():
+    f = bv.share_findings(_share(0.8, 0.2), "some models")
+    assert f.numbers["sh_tr_MiniLM"] == "0.80–0.85"
+    assert f.numbers["sh_ci_decoder"] == "0.78–0.88"
+    assert f.numbers["sig_rd_MiniLM"] == "0.10–0.12"
+    assert f.numbers["sh_med_tr_decoder"] == f"{np.median(0.8 + 0.01 * np.arange(6)):.2f}"
+    assert f.claim["models"] == "some models" and f.claim["verdict"] == "reproduced"
+    assert "MiniLM: ‖J̄_F‖/‖Ū‖ 0.80–0.85 trained (95% CI 0.78–0.88), 0.20–0.25 at random init" in f.claim["measured"]
+    assert bv.share_findings(_share(0.8, 0.9), "m").claim["verdict"] == "not specific to training"
+    assert bv.share_findings(_share(0.3, 0.9), "m").claim["verdict"] == "not reproduced"
+
+
+# -- section 6.2 ---------------------------------------------------------------------------------------------------
+def _angles(q_trained: float, q_random: float) -> pd.DataFrame:
+    frames = []
+    for key in KEYS:
+        for s in SERIES:
+            for target in bv.ANGLE_TARGETS:
+                q = np.full(6, q_trained if s == "trained" else q_random)
+                q[0] = 0.5  # layer 1 never aligned
+                frames.append(pd.DataFrame({"layer": np.arange(1, 7), "target": target, "theta": 60.0 + np.arange(6),
+                                            "chance_lo": 70.0, "q": q}).assign(model=key, series=s,
+                                                                                random=s != "trained"))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_angle_summary_counts_layers_and_pools_the_twins():
+    s = bv.angle_summary(_angles(0.01, 0.5))
+    assert set(s.series) == {"trained", "random init (2 seeds)"}
+    row = s[(s.model == "MiniLM") & (s.series == "trained")].iloc[0]
+    assert (row.layers_aligned, row.n, row.theta_min, row.theta_median) == (5, 6, 60.0, 62.5)
+    assert s[s.series != "trained"].n.unique().tolist() == [12]
+
+
+def test_angle_findings_numbers_and_verdicts():
+    f = bv.angle_findings(_angles(0.01, 0.5), "m", 8)
+    assert f.numbers["al_MiniLM_0_tr"] == "5 of 6" and f.numbers["al_decoder_3_rd"] == "0 of 12"
+    assert f.numbers["al_tot_tr"] == "40 of 48" and f.numbers["al_tot_rd"] == "0 of 96"
+    assert f.numbers["ml_theta_min"] == "60°" and f.numbers["ml_chance"] == "70–70°"
+    assert (f.numbers["dec_th_l2"], f.numbers["dec_th_l3"]) == ("61°", "62°")
+    assert f.claim["models"] == "m; K = 8" and f.claim["verdict"] == "reproduced"
+    assert "top-8 eigenvectors in 5 of 6 layers" in f.claim["measured"]
+    assert bv.angle_findings(_angles(0.01, 0.01), "m", 8).claim["verdict"] == "not specific to training"
+    assert bv.angle_findings(_angles(0.5, 0.01), "m", 8).claim["verdict"] == "not reproduced"
+
+
+# -- section 6.3 ---------------------------------------------------------------------------------------------------
+def _rates(related: bool) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    vals = {}
+    for key in KEYS:
+        for s in SERIES:
+            gap = rng.random(6)
+            y = np.exp(-3 * gap) if related else rng.random(6) + 0.1
+            vals[key, s] = {"gap_ratio": gap, "radius_J": y, "delta_H": y, "erank": y}
+    return _per_layer(vals)
+
+
+def test_rate_tests_rank_within_variants():
+    rt = bv.rate_tests(_rates(related=True))
+    assert rt.columns.tolist() == ["model", "series", "J̄ property", "variants", "r", "p", "null_lo", "null_hi",
+                                   "lo", "hi", "q"]
+    assert len(rt) == 12 and rt.variants.tolist() == [1, 1, 1, 2, 2, 2] * 2
+    np.testing.assert_allclose(rt.r, -1.0)  # a decreasing function of the gap ratio in every variant
+    assert (rt.q <= rt.p.max() * 12).all()
+    pd.testing.assert_frame_equal(rt, bv.rate_tests(_rates(related=True)))  # seeded
+
+
+def test_rate_findings_numbers_and_verdicts():
+    rates = _rates(related=True)
+    rates.loc[(rates.model == "decoder") & ~rates.random & (rates.layer == 1), "radius_J"] = 41.6
+    f = bv.rate_findings(rates, bv.rate_tests(rates), "m")
+    assert f.numbers["dec_rho1"] == "42" and f.numbers["rt_n"] == 6
+    assert f.numbers["rt_sig_tr"] + f.numbers["rt_sig_rd"] > 0
+    assert f.claim["verdict"] in ("reproduced", "partly reproduced")
+    null = _rates(related=False)
+    assert bv.rate_findings(null, bv.rate_tests(null), "m").claim["verdict"] == "not reproduced"
+
+
+# -- section 6.4 ---------------------------------------------------------------------------------------------------
+def _gamma(q_F: float, q_J: float, q_random: float) -> pd.DataFrame:
+    frames = []
+    for key in KEYS:
+        for s in SERIES:
+            for view, q in zip(bv.GAMMA_VIEWS, (q_F, q_J)):
+                qq = np.full(6, q if s == "trained" else q_random)
+                frames.append(pd.DataFrame({"layer": np.arange(1, 7), "view": view, "gamma": 0.1 * (1 + np.arange(6)),
+                                            "chance": 0.1 if view == bv.GAMMA_VIEWS[0] else 0.05, "rho": 0.5,
+                                            "q_gamma": qq, "q_rho": 0.5}).assign(model=key, series=s,
+                                                                                 random=s != "trained"))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_gamma_summary_and_findings():
+    gam = _gamma(0.5, 0.01, 0.5)
+    g4 = bv.gamma_summary(gam)
+    row = g4[(g4.model == "decoder") & (g4.series == "trained") & (g4.view == bv.GAMMA_VIEWS[1])].iloc[0]
+    assert (row.gamma_above_null, row.layers) == (6, 6)
+    np.testing.assert_allclose([row.gamma_over_chance_min, row.gamma_over_chance_max], [2, 12])
+    f = bv.gamma_findings(gam, {"MiniLM": 384, "decoder": 128}, "m")
+    assert f.numbers["ch_ml_1"] == f"{lib.alignment_stats.baseline_subspace(384, 1):.4f}"
+    assert f.numbers["g4_decoder_J_ratio"] == "2.00–12.00" and f.numbers["g4_MiniLM_F_g"] == "0 of 6"
+    assert f.numbers["g4_MiniLM_Jwins"] == "6 of 6"
+    assert (f.numbers["g4_sigF"], f.numbers["g4_sigJ"], f.numbers["g4_sigJ_rd"]) == ("0 of 12", "12 of 12", "0 of 24")
+    assert f.claim["verdict"] == "reproduced"
+    assert bv.gamma_findings(_gamma(0.5, 0.01, 0.01), {"MiniLM": 384, "decoder": 128}, "m").claim["verdict"] \
+        == "not specific to training"
+    assert bv.gamma_findings(_gamma(0.01, 0.01, 0.5), {"MiniLM": 384, "decoder": 128}, "m").claim["verdict"] \
+        == "not reproduced"
+
+
+# -- section 6.5 ---------------------------------------------------------------------------------------------------
+def _context(rel: float):
+    vals = {}
+    for key in KEYS:
+        for s in SERIES:
+            r = rel * (1 + 0.1 * np.arange(6))
+            vals[key, s] = {"rel_diff": r, "rel_min": r / 2, "rel_max": 2 * r, "rel_first": r * 1.1,
+                            "radius_single": 1.0, "radius_ctx": 1.2, "fC_single": 0.2, "fC_ctx": 0.25,
+                            "theta_single": 10.0 + np.arange(6), "theta_ctx": 50.0 + np.arange(6)}
+    ctx = _per_layer(vals)
+    funnel = pd.DataFrame([{"model": key, "series": s, "prompts": 4, "funnel erank, single-token": 3.0,
+                            "funnel erank, in-context": 5.04} for key in KEYS for s in SERIES])
+    eps = np.array([1e-4, 1e-3, 1e-2, 1e-1])
+    pert = pd.concat([pd.DataFrame({"eps": eps, "jacobian": "in-context", "error": 2 * eps}).assign(model=key)
+                      for key in KEYS] + [pd.DataFrame({"eps": eps, "jacobian": "single-token", "error": 0.5})
+                                          .assign(model=key) for key in KEYS], ignore_index=True)
+    return ctx, funnel, pert
+
+
+def test_context_findings_numbers_and_verdicts():
+    f = bv.context_findings(*_context(0.6), "m")
+    assert f.numbers["pt_slope_MiniLM"] == "1.00" and f.numbers["pt_single_decoder"] == "0.50"
+    assert f.numbers["pt_ctx_MiniLM"] == "2.0e-03"
+    assert f.numbers["cx_tr_MiniLM"] == "0.60–0.90" and f.numbers["cx_fc_diff"] == "0.05"
+    assert f.numbers["cx_th_decoder"] == "10–15° single-token vs 50–55° in-context"
+    assert f.numbers["cx_er_MiniLM"] == "3.0 vs 5.0"
+    assert f.numbers["ex_rel_first"] == ", ".join(f"{0.66 * (1 + 0.1 * t):.3f}" for t in range(6))
+    assert f.claim["verdict"] == "not reproduced" and "slope of the in-context Jacobian 1.00, 1.00" in f.claim["measured"]
+    assert bv.context_findings(*_context(0.1), "m").claim["verdict"] == "reproduced"
+
+
+# -- section 6.6 ---------------------------------------------------------------------------------------------------
+ALPHAS = [0, 1, 5, 20, 100, 1000]
+
+
+def _steer(tokens_top: float, write_top: float) -> pd.DataFrame:
+    rows = []
+    for key in KEYS:
+        for s in SERIES:
+            for a in ALPHAS:
+                top = a == 1000 and s == "trained" and key == "MiniLM"
+                tok = tokens_top if top else (0.99 if a >= 5 else 0.2)
+                write = write_top if top else 0.7
+                rows.append({"model": key, "weights": s, "random": s != "trained", "alpha": float(a),
+                             "spectral": 1.0 if a >= 5 else 0.3, "J_sv": 0.1 if top else 0.8,
+                             "J_write": write, "J_write_lo": write - 0.01, "J_write_hi": write + 0.01,
+                             "share": 0.5, "share_lo": 0.4, "share_hi": 0.6,
+                             "tokens": tok, "tokens_lo": tok - 0.01, "tokens_hi": min(tok + 0.01, 1.0)})
+    steer = pd.DataFrame(rows)
+    return steer.assign(series=np.where(steer.random, "random init (2 seeds)", "trained"))
+
+
+def test_steering_findings_numbers_and_verdicts():
+    f = bv.steering_findings(_steer(0.7, 0.1), "m", ALPHAS)
+    assert f.numbers["st_saturating"] == "MiniLM" and f.numbers["st_twins_saturating"] == "none"
+    assert f.numbers["st_MiniLM_tokens_ci"] == "0.700 [0.690, 0.710]"
+    assert f.numbers["st_MiniLM_J_write_0_ci"] == "0.700 [0.690, 0.710]"
+    assert f.numbers["st_decoder_spectral_5"] == "1.000" and f.numbers["st_MiniLM_tokens_rd"] == "0.99"
+    assert f.claim["verdict"] == "reproduced"  # a(W̄u, u) = 0.70 at α = 0 predicts the level 0.70
+    assert bv.steering_findings(_steer(0.5, 0.1), "m", ALPHAS).claim["verdict"] == "partly reproduced"
+    assert bv.steering_findings(_steer(0.5, 0.7), "m", ALPHAS).claim["verdict"] == "not reproduced"
+    assert bv.steering_findings(_steer(0.99, 0.1), "m", ALPHAS).claim["verdict"] == "not reproduced"
+
+
+# -- what the chapter shows and glues --------------------------------------------------------------------------------
+def test_readable_tables_have_words_for_headers():
+    tables = {"share": _share(0.8, 0.2), "angles": bv.angle_summary(_angles(0.01, 0.5)),
+              "rates": bv.rate_tests(_rates(True)), "gamma": bv.gamma_summary(_gamma(0.5, 0.01, 0.5)),
+              "context": _context(0.6)[0], "funnel": _context(0.6)[1], "steering": _steer(0.7, 0.1)}
+    for kind, df in tables.items():
+        out = bv.readable(df, kind)
+        code = [h for h in out.columns if re.search(r"[A-Za-z0-9]_[A-Za-z0-9]", h) and not re.search(r"[₀-₉]", h)]
+        assert not code, (kind, code)
+        assert len(out) == len(df)
+    assert bv.readable(tables["share"], "share")["95% CI"].iloc[0] == "0.780–0.830"
+    with pytest.raises(ValueError, match="kind must be one of"):
+        bv.readable(tables["share"], "shares")
+
+
+def test_findings_glue_every_number_and_return_the_claim(monkeypatch):
+    glued = {}
+    monkeypatch.setattr("lib.prose.glue", lambda name, value, display=False: glued.__setitem__(name, value))
+    f = bv.share_findings(_share(0.8, 0.2), "m")
+    assert f.glue() is f.claim and glued == f.numbers
+    assert set(f.claim) == {"models", "measured", "verdict"} and f.claim["verdict"] in VERDICTS
+
+
+def test_readable_rate_intervals_read_lo_to_hi():
+    out = bv.readable(bv.rate_tests(_rates(True)), "rates")
+    assert all(" to " in t for t in out["95% CI"]) and all(" to " in t for t in out["permutation null, central 95%"])
