@@ -81,10 +81,15 @@ def check_numbers(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     chapter = chapter_of(docname)
     if chapter is None:
         return
+    from sphinx_exercise.nodes import exercise_enumerable_node
+
     numbers = app.env.toc_fignumbers.get(docname, {})
     for node in doctree.findall(nodes.Element):
-        figtype = _figtype(app.env, node)
-        if figtype not in RENUMBERED or not node["ids"]:
+        # by class, not by the std domain's test: after sphinx-exercise's post-transforms an exercise
+        # without a title of its own no longer reads as captioned
+        figtype = "exercise" if isinstance(node, exercise_enumerable_node) else (
+            "figure" if isinstance(node, nodes.figure) else None)
+        if figtype is None or not node["ids"]:
             continue
         site = ".".join(map(str, numbers.get(figtype, {}).get(node["ids"][0], ())))
         if figtype == "exercise":
