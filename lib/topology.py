@@ -448,8 +448,8 @@ def coupling_table(frame: pd.DataFrame) -> pd.DataFrame:
 
     return text_columns(frame, {
         "weights": ("weights", ""), "layer": ("layer", ""), "tokens": ("n_tokens", ""),
-        "communities": ("communities", ""), "NMI across seeds (mean)": ("nmi_seeds", ".2f"),
-        "NMI, least agreeing seed": ("nmi_min", ".2f"), "coupling (Spearman)": ("r_s", "+.3f"),
+        "communities": ("communities", ""), "NMI (mean over seeds)": ("nmi_seeds", ".2f"),
+        "NMI (worst seed)": ("nmi_min", ".2f"), "Spearman r": ("r_s", "+.3f"),
         "p (gains permuted)": ("p_gain", ".3g"), "q (BH)": ("q", ".3g"), "p (labels shuffled)": ("p_relabel", ".3g"),
     })
 

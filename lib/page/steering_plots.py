@@ -341,7 +341,7 @@ def _panels(curves: pd.DataFrame, eigs: pd.DataFrame, texts: pd.DataFrame, *, wh
     labels = [*_LAB_SERIES.values(), BASELINE_LABEL]
     lines = base(curves).mark_line(point=True).encode(
         x=alt.X("depth:Q", title="depth (0 = embeddings, L = after the last block)", scale=alt.Scale(domain=[0, n_layers])),
-        y=alt.Y("alignment:Q", title="mean |cos(x_i, u)|", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("alignment:Q", title="mean |cos(xᵢ, u)|", scale=alt.Scale(domain=[0, 1])),
         color=_colors(labels, field="series", legend=alt.Legend(orient="bottom", columns=1)),
         tooltip=["series:N", "depth:Q", alt.Tooltip("alignment:Q", format=".3f")],
     )
@@ -358,7 +358,7 @@ def _panels(curves: pd.DataFrame, eigs: pd.DataFrame, texts: pd.DataFrame, *, wh
         color=alt.condition("datum.k == 0", alt.value("black"), alt.value("#9e9e9e")),
         size=alt.condition("datum.k == 0", alt.value(70), alt.value(18)),
         tooltip=[alt.Tooltip("re:Q", format=".3f"), alt.Tooltip("im:Q", format=".3f")],
-    ).properties(width=240, height=220, title=alt.TitleParams("eigenvalues of F_L′ (black: λ₁′)", fontSize=11, fontWeight="normal"))
+    ).properties(width=220, height=220, title=alt.TitleParams("eigenvalues of F_L′ (black: λ₁′)", fontSize=11, fontWeight="normal"))
     # The output line is wrapped (TEXT_CHARS per line) rather than cut at the panel's edge.
     texts = texts.assign(text=["\n".join(textwrap.wrap(str(t), TEXT_CHARS)) for t in texts["text"]])
     n_lines = max([t.count("\n") + 1 for t in texts["text"]] or [1])
