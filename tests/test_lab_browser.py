@@ -253,6 +253,35 @@ def _kernel_idle(page) -> bool:
     return page.evaluate(_KERNEL_JS) == "python3:idle"
 
 
+def _prose(page) -> tuple[list[str], list[str], int, list[str]]:
+    """Raw MyST seen, markup the lab does not render, the number of ``{eval}`` written, and problems with
+    their values (not evaluated, an error, or not shown in the rendered cell)."""
+    raw_myst, unknown, n_eval, problems = [], [], 0, []
+    markdown = page.evaluate(_MARKDOWN_JS)
+    for i, text in enumerate(m["visible"] for m in markdown):
+        raw_myst += [f"markdown cell {i}: {m.group(0)!r} in …{text[max(0, m.start() - 40):m.end() + 40]!r}…"
+                     for m in RAW_MYST.finditer(text)]
+    for i, cell in enumerate(page.evaluate(_MODEL_JS)):
+        source = re.sub(r"^(`{3,})(?!\{).*?^\1", "", cell["source"], flags=re.M | re.S)  # plain code blocks
+        unknown += [f"markdown cell {i}: role {{{r}}}" for r in re.findall(r"\{([a-zA-Z][\w:-]*)\}`", source)
+                    if r not in LAB_ROLES]
+        unknown += [f"markdown cell {i}: directive {{{d}}}" for d in
+                    re.findall(r"^\s*(?::{3,}|`{3,})\{([a-zA-Z][\w:-]*)\}", source, re.M)
+                    if d not in LAB_DIRECTIVES]
+        written = re.findall(r"\{eval\}`([^`]*)`", cell["source"])
+        n_eval += len(written)
+        got = [e["expression"] for e in cell["expressions"]]
+        if got != written:
+            problems.append(f"markdown cell {i}: {len(written)} {{eval}} written, {len(got)} evaluated")
+        for e in cell["expressions"]:
+            shown = re.sub(r"^([\"'])(.*)\1$", r"\2", e["text"])
+            if e["status"] != "ok":
+                problems.append(f"markdown cell {i}: {{eval}}`{e['expression']}` -> {e['text']}")
+            elif " ".join(shown.split()) not in " ".join(markdown[i]["full"].split()):
+                problems.append(f"markdown cell {i}: {{eval}}`{e['expression']}` = {shown!r} not shown")
+    return raw_myst, unknown, n_eval, problems
+
+
 def _finish(page, run: ChapterRun) -> None:
     """Collect what the chapter shows after Run All, and take its screenshots."""
     page.wait_for_timeout(3000)  # the markdown cells' {eval} requests queue behind the last code cell
@@ -260,28 +289,14 @@ def _finish(page, run: ChapterRun) -> None:
     run.n_code, run.still_running = state["n_code"], state["running"]
     run.not_run = state["n_code"] - state["done"]
     run.errors = page.evaluate(_ERRORS_JS)
-    markdown = page.evaluate(_MARKDOWN_JS)
-    for i, text in enumerate(m["visible"] for m in markdown):
-        run.raw_myst += [f"markdown cell {i}: {m.group(0)!r} in …{text[max(0, m.start() - 40):m.end() + 40]!r}…"
-                         for m in RAW_MYST.finditer(text)]
-    for i, cell in enumerate(page.evaluate(_MODEL_JS)):
-        source = re.sub(r"^(`{3,})(?!\{).*?^\1", "", cell["source"], flags=re.M | re.S)  # plain code blocks
-        run.unknown_markup += [f"markdown cell {i}: role {{{r}}}" for r in re.findall(r"\{([a-zA-Z][\w:-]*)\}`", source)
-                               if r not in LAB_ROLES]
-        run.unknown_markup += [f"markdown cell {i}: directive {{{d}}}" for d in
-                               re.findall(r"^\s*(?::{3,}|`{3,})\{([a-zA-Z][\w:-]*)\}", source, re.M)
-                               if d not in LAB_DIRECTIVES]
-        written = re.findall(r"\{eval\}`([^`]*)`", cell["source"])
-        run.n_eval += len(written)
-        got = [e["expression"] for e in cell["expressions"]]
-        if got != written:
-            run.eval_problems.append(f"markdown cell {i}: {len(written)} {{eval}} written, {len(got)} evaluated")
-        for e in cell["expressions"]:
-            shown = re.sub(r"^([\"'])(.*)\1$", r"\2", e["text"])
-            if e["status"] != "ok":
-                run.eval_problems.append(f"markdown cell {i}: {{eval}}`{e['expression']}` -> {e['text']}")
-            elif " ".join(shown.split()) not in " ".join(markdown[i]["full"].split()):
-                run.eval_problems.append(f"markdown cell {i}: {{eval}}`{e['expression']}` = {shown!r} not shown")
+    # jupyterlab-myst re-renders a markdown cell when its {eval} results arrive; on a loaded machine the
+    # last cells' results can land after the kernel went idle, so the check waits up to 30 s for them
+    for _ in range(15):
+        prose = _prose(page)
+        if not any(p.endswith(" not shown") for p in prose[3]):
+            break
+        page.wait_for_timeout(2000)
+    run.raw_myst, run.unknown_markup, run.n_eval, run.eval_problems = prose
     run.solutions = page.evaluate(_SOLUTIONS_JS)
     run.solution_code = page.evaluate(_SOLUTION_CODE_JS)
     run.widgets = page.evaluate(_WIDGETS_JS)
