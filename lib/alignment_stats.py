@@ -652,8 +652,8 @@ def _fmt_p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-GAMMA_RHO_FORMAT: dict[str, str] = {"γ_t": "{:.4f}", "chance c(d, k)": "{:.4f}", "γ_t / chance": "{:.2f}",
-                                     "Δγ_t": "{:.4f}", "ρ_t": "{:.3f}"}
+GAMMA_RHO_FORMAT: dict[str, str] = {"γₜ": "{:.4f}", "chance c(d, k)": "{:.4f}", "γₜ / chance": "{:.2f}",
+                                     "Δγₜ": "{:.4f}", "ρₜ": "{:.3f}"}
 """How the page shows the numeric columns of :func:`gamma_rho_table` (a ``Styler.format`` dict): one precision per
 quantity, the same as its interval's text (γ_t / chance two decimals, ρ_t three)."""
 
@@ -669,27 +669,27 @@ def gamma_rho_table(results: pd.DataFrame, *, null: bool = True) -> pd.DataFrame
             null and ``q`` columns are left out and ``tokens`` is added.
 
     Returns:
-        Columns ``variant``, ``layer``, ``k``, ``γ_t``, ``chance c(d, k)``, ``γ_t / chance`` and its
-        ``95% CI`` (text), ``null 95% range of γ_t / chance`` (text), ``q(γ_t)``, ``Δγ_t`` (``tilt``),
-        ``ρ_t`` and its ``95% CI`` (text), ``null 95% range of ρ_t`` (text) and ``q(ρ_t)`` (BH-adjusted
+        Columns ``variant``, ``layer``, ``k``, ``γₜ``, ``chance c(d, k)``, ``γₜ / chance`` and its
+        ``95% CI`` (text), ``null 95% range of γₜ / chance`` (text), ``q(γₜ)``, ``Δγₜ`` (``tilt``),
+        ``ρₜ`` and its ``95% CI`` (text), ``null 95% range of ρₜ`` (text) and ``q(ρₜ)`` (BH-adjusted
         p-values across layers, text), in the row order of ``results``. Formats: :data:`GAMMA_RHO_FORMAT`.
     """
     t = results
     table = pd.DataFrame({
         "variant": t.variant, "layer": t.layer, "k": t.k,
-        "γ_t": t.gamma, "chance c(d, k)": t.chance, "γ_t / chance": t.gamma_ratio,
-        "γ_t / chance 95% CI": [f"[{a:.2f}, {b:.2f}]" for a, b in zip(t.gamma_ratio_lo, t.gamma_ratio_hi)],
+        "γₜ": t.gamma, "chance c(d, k)": t.chance, "γₜ / chance": t.gamma_ratio,
+        "γₜ / chance 95% CI": [f"[{a:.2f}, {b:.2f}]" for a, b in zip(t.gamma_ratio_lo, t.gamma_ratio_hi)],
     })
     if null:
-        table["null 95% range of γ_t / chance"] = [
+        table["null 95% range of γₜ / chance"] = [
             f"[{a:.2f}, {b:.2f}]" for a, b in zip(t.gamma_ratio_null_lo, t.gamma_ratio_null_hi)]
-        table["q(γ_t)"] = [_fmt_p(x) for x in t.q_gamma]
-    table["Δγ_t"] = t.tilt.to_numpy()
-    table["ρ_t"] = t.rho.to_numpy()
-    table["ρ_t 95% CI"] = [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_lo, t.rho_hi)]
+        table["q(γₜ)"] = [_fmt_p(x) for x in t.q_gamma]
+    table["Δγₜ"] = t.tilt.to_numpy()
+    table["ρₜ"] = t.rho.to_numpy()
+    table["ρₜ 95% CI"] = [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_lo, t.rho_hi)]
     if null:
-        table["null 95% range of ρ_t"] = [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_null_lo, t.rho_null_hi)]
-        table["q(ρ_t)"] = [_fmt_p(x) for x in t.q_rho]
+        table["null 95% range of ρₜ"] = [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_null_lo, t.rho_null_hi)]
+        table["q(ρₜ)"] = [_fmt_p(x) for x in t.q_rho]
     else:
         table["tokens"] = t.tokens.to_numpy()
     return table

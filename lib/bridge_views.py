@@ -67,7 +67,7 @@ class ModelViews:
             smallest principal angle), ``chance_lo`` (5% quantile of the null, degrees), ``p``, ``q`` (BH per target).
         rates: result 3: ``gap_ratio`` of F, ``radius_J`` = ρ(J̄), ``delta_H`` = dep(Ū)/‖Ū‖_F
             (:func:`lib.bridge.relative_departure`), ``erank`` of J̄.
-        gamma: result 4, long format: ``view`` ("F_t: v₁" or "J̄_t: v₁"), ``k``, ``gamma``, ``gamma_lo``,
+        gamma: result 4, long format: ``view`` ("Fₜ: v₁" or "J̄ₜ: v₁"), ``k``, ``gamma``, ``gamma_lo``,
             ``gamma_hi``, ``chance`` (baseline_subspace(d, k)), ``rho``, ``rho_lo``, ``rho_hi``, the nulls'
             95% quantiles ``gamma_null_hi``, ``rho_null_hi`` (random k-dim subspaces), p-values ``p_gamma``,
             ``p_rho`` and their Benjamini–Hochberg ``q_*`` across layers.
@@ -215,7 +215,7 @@ def analyse(model: Any, texts: Sequence[str], *, key: str, series: str, k: int =
     rates = pd.DataFrame(rate_rows).assign(gap_ratio=eb_F.gap_ratio, depth=lambda f: f.layer / L)
     specials = [model.encode(s)["special"] for s in texts]
     ts = als.TokenStates.from_trajectories(states, specials, label=model.label).select("content")
-    gamma = _gamma_table(ts, {"F_t: v₁": (eb_F.v1, eb_F.k1), "J̄_t: v₁": (jv.v1, jv.k1)}, n_boot=n_boot,
+    gamma = _gamma_table(ts, {"Fₜ: v₁": (eb_F.v1, eb_F.k1), "J̄ₜ: v₁": (jv.v1, jv.k1)}, n_boot=n_boot,
                          m_null=m_null, seed=seed)
     return ModelViews(
         label=model.label, key=key, series=series, layout=lay, d=d, n_prompts=len(texts),
@@ -641,7 +641,7 @@ def angle_findings(angles: pd.DataFrame, models: str, k: int) -> Findings:
     numbers["dec_th_l2"] = f"{dec_eig[2]:.0f}°"
     numbers["dec_th_l3"] = f"{dec_eig[3]:.0f}°"
     eig_tr = {key: aligned(key, ANGLE_TARGETS[0], False) for key in keys}
-    measured = ("; ".join(f"{key}: v₁(F_t) closer than chance (FDR 5%) to J̄_t's top-{k} eigenvectors in "
+    measured = ("; ".join(f"{key}: v₁(Fₜ) closer than chance (FDR 5%) to J̄ₜ's top-{k} eigenvectors in "
                           f"{eig_tr[key][0]} of {eig_tr[key][1]} layers" for key in keys)
                 + f"; all four subspaces: {tot_tr} of {n_tr} (layer, subspace) pairs trained, {tot_rd} of "
                   f"{n_rd} at random init")
@@ -694,7 +694,7 @@ def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, models: str) -> Finding
     return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
 
 
-GAMMA_VIEWS: tuple[str, str] = ("F_t: v₁", "J̄_t: v₁")
+GAMMA_VIEWS: tuple[str, str] = ("Fₜ: v₁", "J̄ₜ: v₁")
 """The two bases of section 6.4 (the ``view`` column of ``ModelViews.gamma``)."""
 
 
@@ -749,11 +749,11 @@ def gamma_findings(gam: pd.DataFrame, d: Mapping[str, int], models: str) -> Find
     numbers.update(g4_sigF=f"{sig[F]} of {n_tr}", g4_sigJ=f"{sig[J]} of {n_tr}",
                    g4_sigF_rd=f"{sig_rd[F]} of {n_rd}", g4_sigJ_rd=f"{sig_rd[J]} of {n_rd}")
     j_better = sig[J] >= sig[F] + 2  # at least two layers more of the twelve [ours]
-    measured = ("; ".join(f"{key}: γ_t/chance {row(key, 'trained', F).gamma_over_chance_min:.2f}–"
+    measured = ("; ".join(f"{key}: γₜ/chance {row(key, 'trained', F).gamma_over_chance_min:.2f}–"
                           f"{row(key, 'trained', F).gamma_over_chance_max:.2f} (F view) vs "
                           f"{row(key, 'trained', J).gamma_over_chance_min:.2f}–"
                           f"{row(key, 'trained', J).gamma_over_chance_max:.2f} (J̄ view)" for key in d)
-                + f"; layers with γ_t or ρ_t above the random-subspace null (FDR 5%): F view {sig[F]} of "
+                + f"; layers with γₜ or ρₜ above the random-subspace null (FDR 5%): F view {sig[F]} of "
                   f"{n_tr}, J̄ view {sig[J]} of {n_tr} trained; twins {sig_rd[F]} and {sig_rd[J]} of {n_rd}")
     verdict = ("not reproduced" if not j_better else
                "not specific to training" if sig_rd[J] / n_rd >= sig[J] / n_tr else "reproduced")
@@ -935,13 +935,13 @@ _LABELS: dict[str, dict[str, str]] = {
               "r": "Spearman r (within variants)", "ci": "95% CI", "null": "permutation null, central 95%",
               "p": "p", "q": "q (BH)"},
     "gamma": {"model": "model", "series": "weights", "view": "basis",
-              "gamma_over_chance": "γ_t / chance (range)", "gamma_above_null": "layers with γ_t above null",
-              "rho": "ρ_t (range)", "rho_above_null": "layers with ρ_t above null", "layers": "layers (all seeds)"},
+              "gamma_over_chance": "γₜ / chance (range)", "gamma_above_null": "layers with γₜ above null",
+              "rho": "ρₜ (range)", "rho_above_null": "layers with ρₜ above null", "layers": "layers (all seeds)"},
     "context": {"model": "model", "series": "weights", "layer": "layer",
                 "rel_diff": "relative difference (median over prompts)", "radius_single": "ρ(J̄), single token",
                 "radius_ctx": "ρ(J̄), in context", "fC_single": "complex fraction, single token",
-                "fC_ctx": "complex fraction, in context", "theta_single": "θ₁ to v₁(F_t), single token (°)",
-                "theta_ctx": "θ₁ to v₁(F_t), in context (°)"},
+                "fC_ctx": "complex fraction, in context", "theta_single": "θ₁ to v₁(Fₜ), single token (°)",
+                "theta_ctx": "θ₁ to v₁(Fₜ), in context (°)"},
     "funnel": {"model": "model", "series": "weights", "prompts": "prompts",
                "funnel erank, single-token": "funnel erank, single token",
                "funnel erank, in-context": "funnel erank, in context"},

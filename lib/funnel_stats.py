@@ -740,7 +740,7 @@ def block_erank_table(runs: dict[str, BootstrapRun], trained: str = "trained") -
     L = len(tr.point["erank"])
     return pd.DataFrame([{
         "block l": l + 1,
-        "erank J̄_l, trained": tr.interval("erank", l).fmt(".1f"), "erank J̄_l, twins": twin_range("erank", l),
+        "erank J̄ₗ, trained": tr.interval("erank", l).fmt(".1f"), "erank J̄ₗ, twins": twin_range("erank", l),
         "product 1..l, trained": tr.interval("funnel", l + 1).fmt(".1f"),
         "product 1..l, twins": twin_range("funnel", l + 1),
         "product 2..l, trained": tr.interval("funnel_no_b1", l).fmt(".1f") if l else "–",
@@ -891,7 +891,7 @@ def claim_measurements(ev: FunnelEvidence, verdicts: dict[str, str]) -> dict[str
                f"twins {ev.twin_dirs('r_rot')})",
         "FG3": f"final erank, blocks 2–6: trained {fun_tr.fmt('.1f')} of {ev.d} vs twins "
                f"{value_range([x.point for x in fun_rd], '.1f')} ({compare_with_twins(fun_tr, fun_rd)}); "
-               f"all 6 blocks {run.point['funnel'][-1]:.1f}, a single-block collapse (erank J̄_1 "
+               f"all 6 blocks {run.point['funnel'][-1]:.1f}, a single-block collapse (erank J̄₁ "
                f"{run.point['erank'][0]:.1f}, twins {b1_twins})",
         "FG4": f"Schur-normal / as measured, blocks 2–6: {ctrl['Schur-normal / as measured'].fmt('.2f')}, "
                f"but no funnel to remove (FG3: {verdicts['FG3']})",

@@ -460,17 +460,17 @@ def layer_range(results: pd.DataFrame, source: str) -> LayerRange:
 def overview_row(label: str, results: pd.DataFrame, source: str) -> dict[str, Any]:
     """One model and trajectory source, summarised over layers: a row of the trained-vs-random-init overview.
 
-    Keys: ``model`` (``label``), ``trajectories`` (``source``), ``mean γ_t / chance``, ``mean Δγ_t``,
-    ``mean ρ_t``, and ``layers where γ_t beats its null`` / ``layers where ρ_t beats its null`` (FDR 5%,
+    Keys: ``model`` (``label``), ``trajectories`` (``source``), ``mean γₜ / chance``, ``mean Δγₜ``,
+    ``mean ρₜ``, and ``layers where γₜ beats its null`` / ``layers where ρₜ beats its null`` (FDR 5%,
     as text: the layers, or "none").
     """
     r = select_source(results, source)
     def beat(col: str) -> str:
         layers = _layers(r, r[col] < FDR)
         return ", ".join(map(str, layers)) if layers else "none"
-    return {"model": label, "trajectories": source, "mean γ_t / chance": r.gamma_ratio.mean(),
-            "mean Δγ_t": r.tilt.mean(), "mean ρ_t": r.rho.mean(),
-            "layers where γ_t beats its null": beat("q_gamma"), "layers where ρ_t beats its null": beat("q_rho")}
+    return {"model": label, "trajectories": source, "mean γₜ / chance": r.gamma_ratio.mean(),
+            "mean Δγₜ": r.tilt.mean(), "mean ρₜ": r.rho.mean(),
+            "layers where γₜ beats its null": beat("q_gamma"), "layers where ρₜ beats its null": beat("q_rho")}
 
 
 @dataclass(frozen=True)
@@ -640,7 +640,7 @@ def table_formats(columns: Sequence[str]) -> dict[str, str]:
     """One ``Styler.format`` string per numeric column of chapter 3's tables: a quantity has one precision
     everywhere (rates 3 decimals, as their interval texts; alignments 4; γ_t / chance 2; Δγ_t 4; ρ_t 3)."""
     prefixes = {"predicted rate": "{:.3f}", "fitted rate (": "{:.3f}", "alignment at step": "{:.4f}"}
-    exact = {"mean γ_t / chance": "{:.2f}", "mean Δγ_t": "{:.4f}", "mean ρ_t": "{:.3f}", **als.GAMMA_RHO_FORMAT}
+    exact = {"mean γₜ / chance": "{:.2f}", "mean Δγₜ": "{:.4f}", "mean ρₜ": "{:.3f}", **als.GAMMA_RHO_FORMAT}
     out = {}
     for col in columns:
         fmt = exact.get(col) or next((f for prefix, f in prefixes.items() if col.startswith(prefix)), None)
@@ -752,11 +752,11 @@ def gamma_rho_glue(trained: Analysis, twins: Sequence[Analysis], source: str) ->
     tw = layer_range(pd.concat(res_tw), source)
     more = {m: len(getattr(r, f"{m}_beat")) > max(getattr(c, f"twin_{m}_beat")) for m in ("gamma", "rho")}
     if all(more.values()):
-        null_verdict = ("the trained layers beat their own null more often than those of any twin, for both γ_t "
-                        "and ρ_t")
+        null_verdict = ("the trained layers beat their own null more often than those of any twin, for both γₜ "
+                        "and ρₜ")
     elif any(more.values()):
         null_verdict = ("the trained layers beat their own null more often than any twin's for "
-                        + ("γ_t" if more["gamma"] else "ρ_t") + " only")
+                        + ("γₜ" if more["gamma"] else "ρₜ") + " only")
     else:
         null_verdict = "the trained layers beat their own null no more often than some twin's"
     return {

@@ -105,13 +105,13 @@ CLAIMS: tuple[Claim, ...] = (
           "amplified late.", "04_jacobian_funnel"),
     Claim("FG7", _FG, "None of this is present at random initialization: it is learned.",
           "04_jacobian_funnel"),
-    Claim("TV1", "ours", "In trained models the attention path through F_t carries most (over half, median over "
-          "layers) of the single-token block update J̄_t − I (J̄_t for post-norm).", "06_two_views"),
-    Claim("TV2", "ours", "v₁(F_t) lies closer than chance to the Jacobian's leading subspaces (top-K eigenvectors, "
-          "singular vectors, funnel image of J̄_t) in most layers, and more often than at random init.", "06_two_views"),
-    Claim("TV3", "ours", "The gap ratio of F_t predicts, layer by layer, the spectral radius, non-normality or "
-          "effective rank of J̄_t.", "06_two_views"),
-    Claim("TV4", "ours", "Measured against J̄_t's leading eigen-direction instead of v₁(F_t), γ_t or ρ_t beat their "
+    Claim("TV1", "ours", "In trained models the attention path through Fₜ carries most (over half, median over "
+          "layers) of the single-token block update J̄ₜ − I (J̄ₜ for post-norm).", "06_two_views"),
+    Claim("TV2", "ours", "v₁(Fₜ) lies closer than chance to the Jacobian's leading subspaces (top-K eigenvectors, "
+          "singular vectors, funnel image of J̄ₜ) in most layers, and more often than at random init.", "06_two_views"),
+    Claim("TV3", "ours", "The gap ratio of Fₜ predicts, layer by layer, the spectral radius, non-normality or "
+          "effective rank of J̄ₜ.", "06_two_views"),
+    Claim("TV4", "ours", "Measured against J̄ₜ's leading eigen-direction instead of v₁(Fₜ), γₜ or ρₜ beat their "
           "random-subspace null in more layers (at least two more of the twelve).", "06_two_views"),
     Claim("TV5", "ours", "The single-token Jacobian (chapter 4's protocol) is close to the in-context "
           "Jacobian of the token in its sentence (median difference under 20% of the update).", "06_two_views"),

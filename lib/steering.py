@@ -475,7 +475,7 @@ def prepare_edit(model: SpectralModel, direction: Any, alpha: float, *, relative
     else:
         w, method = spectra.as_float64(w), "given"
         if w.shape != (side.shape[0],) or not np.all(np.isfinite(w)):
-            what = "(H·d_h,)" if matrix == "O" else "(n_kv·d_h,)"
+            what = "(H·dₕ,)" if matrix == "O" else "(nₖᵥ·dₕ,)"
             raise InputError(f"w must be a finite vector of shape ({side.shape[0]},) = {what}, got shape {w.shape}")
     y, z = (u, side.T @ w) if matrix == "O" else (side.T @ w, u)
     c = float(z @ y)
@@ -698,7 +698,7 @@ def v_edit_anatomy(edit: SteeringEdit, att: Any, heads_before: Sequence[np.ndarr
         (each head's change is along its ``b_g``: a check of the formula, float32 rounding).
     """
     if edit.matrix != "V":
-        raise InputError("v_edit_anatomy explains a V-edit; the O-edit's change α u (wᵀ o_i) is along u "
+        raise InputError("v_edit_anatomy explains a V-edit; the O-edit's change α u (wᵀ oᵢ) is along u "
                          "by construction")
     O = spectra.as_float64(att.O)
     d, H, n_kv, dh = O.shape[0], att.n_heads, att.n_kv_heads, att.head_dim

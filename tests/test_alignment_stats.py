@@ -422,16 +422,16 @@ def _hand_results():
 def test_gamma_rho_table_columns_are_the_hand_computations():
     res = _hand_results()
     t = als.gamma_rho_table(res)
-    assert list(t.columns) == ["variant", "layer", "k", "γ_t", "chance c(d, k)", "γ_t / chance", "γ_t / chance 95% CI",
-                               "null 95% range of γ_t / chance", "q(γ_t)", "Δγ_t", "ρ_t", "ρ_t 95% CI",
-                               "null 95% range of ρ_t", "q(ρ_t)"]
+    assert list(t.columns) == ["variant", "layer", "k", "γₜ", "chance c(d, k)", "γₜ / chance", "γₜ / chance 95% CI",
+                               "null 95% range of γₜ / chance", "q(γₜ)", "Δγₜ", "ρₜ", "ρₜ 95% CI",
+                               "null 95% range of ρₜ", "q(ρₜ)"]
     assert t.variant.tolist() == ["a", "a", "b", "b"] and t.layer.tolist() == [1, 2, 1, 2]
-    np.testing.assert_allclose(t["γ_t / chance"], res.gamma_ratio)
-    np.testing.assert_allclose(t["Δγ_t"], res.tilt)
-    assert t["γ_t / chance 95% CI"][0] == "[3.00, 5.00]" and t["ρ_t 95% CI"][1] == "[0.300, 0.450]"
-    assert t["null 95% range of γ_t / chance"][3] == "[0.80, 1.80]"
-    assert t["null 95% range of ρ_t"].tolist() == ["[0.400, 0.600]", "[0.410, 0.610]", "[0.420, 0.620]", "[0.430, 0.630]"]
-    assert t["q(γ_t)"].tolist() == ["<0.001", "0.200", "0.010", "1.000"] and t["q(ρ_t)"][2] == "<0.001"
+    np.testing.assert_allclose(t["γₜ / chance"], res.gamma_ratio)
+    np.testing.assert_allclose(t["Δγₜ"], res.tilt)
+    assert t["γₜ / chance 95% CI"][0] == "[3.00, 5.00]" and t["ρₜ 95% CI"][1] == "[0.300, 0.450]"
+    assert t["null 95% range of γₜ / chance"][3] == "[0.80, 1.80]"
+    assert t["null 95% range of ρₜ"].tolist() == ["[0.400, 0.600]", "[0.410, 0.610]", "[0.420, 0.620]", "[0.430, 0.630]"]
+    assert t["q(γₜ)"].tolist() == ["<0.001", "0.200", "0.010", "1.000"] and t["q(ρₜ)"][2] == "<0.001"
     assert set(als.GAMMA_RHO_FORMAT) <= set(t.columns)  # every format names a column of the table
 
 
@@ -439,9 +439,9 @@ def test_gamma_rho_table_without_a_null_keeps_the_estimates_and_adds_the_token_c
     res = _hand_results().drop(columns=["gamma_ratio_null_lo", "gamma_ratio_null_hi", "rho_null_lo", "rho_null_hi",
                                         "q_gamma", "q_rho"]).assign(tokens=[10, 10, 12, 12])
     t = als.gamma_rho_table(res, null=False)
-    assert list(t.columns) == ["variant", "layer", "k", "γ_t", "chance c(d, k)", "γ_t / chance", "γ_t / chance 95% CI",
-                               "Δγ_t", "ρ_t", "ρ_t 95% CI", "tokens"]
-    assert t.tokens.tolist() == [10, 10, 12, 12] and t["ρ_t 95% CI"][1] == "[0.300, 0.450]"
+    assert list(t.columns) == ["variant", "layer", "k", "γₜ", "chance c(d, k)", "γₜ / chance", "γₜ / chance 95% CI",
+                               "Δγₜ", "ρₜ", "ρₜ 95% CI", "tokens"]
+    assert t.tokens.tolist() == [10, 10, 12, 12] and t["ρₜ 95% CI"][1] == "[0.300, 0.450]"
     headers = " ".join(t.columns)
     assert "_{" not in headers and "c_" not in headers  # readable labels, no TeX (issue #17)
 

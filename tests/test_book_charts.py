@@ -176,6 +176,29 @@ def test_no_raw_tex_in_chart_text(built_site, page):
         assert not tex, f"{page}: chart {i} shows TeX: {tex[:3]}"
 
 
+# a one-letter symbol with a subscript that Unicode has a letter for (γ_t, J̄_l, d_h, n_kv, A_ij, λ_1)
+_ASCII_SUBSCRIPT = re.compile(r"(?<![\w\\])(?:[^\W\d_]|J̄|Ā)_(?:kv|ij|[0-9tlhkji])(?![\w{])")
+
+
+@pytest.mark.parametrize("page", CHAPTER_PAGES)
+def test_plain_text_subscripts_are_unicode(built_site, page):
+    """Where math cannot be typeset (chart text, captions, glued prose, table headers) subscripts follow the
+    notation page: γₜ, J̄ₗ, dₕ, not ``γ_t``; ``f_C``-style ones with no Unicode letter keep their underscore."""
+    from bs4 import BeautifulSoup
+
+    found = []
+    for spec in _chart_specs(built_site, page):
+        for d in _nodes(spec):
+            for k in ("title", "text", "subtitle", "description"):
+                vals = d.get(k) if isinstance(d.get(k), list) else [d.get(k)]
+                found += [v for v in vals if isinstance(v, str) and _ASCII_SUBSCRIPT.search(v)]
+    soup = BeautifulSoup((built_site / f"{page}.html").read_text(encoding="utf-8"), "html.parser")
+    for el in soup.select("article figcaption, article .pasted-text, article table th, article summary"):
+        text = el.get_text(" ", strip=True)
+        found += [text] if _ASCII_SUBSCRIPT.search(text) else []
+    assert not found, f"{page}: plain-text subscripts written with '_': {[_ASCII_SUBSCRIPT.findall(t) for t in found][:5]}"
+
+
 @pytest.mark.parametrize("page", NOTEBOOK_PAGES)
 def test_trained_and_random_init_have_the_books_colours(built_site, page):
     """Wherever a chart colours series that are trained weights or random-init twins, trained is

@@ -146,8 +146,8 @@ def test_head_sum_rejects_O_at_V(capsys):
         dh = O.shape[0] // H
         return sum(O[:, h * dh:(h + 1) * dh] @ V[h * dh:(h + 1) * dh] for h in range(H))
 
-    out = rejects(capsys, ex.check_head_sum, wrong_width, message="d_h = V.shape[0] // n_heads")
-    assert "✗ d = 6, 4 heads of width 2 (H·d_h ≠ d)" in out
+    out = rejects(capsys, ex.check_head_sum, wrong_width, message="dₕ = V.shape[0] // n_heads")
+    assert "✗ d = 6, 4 heads of width 2 (H·dₕ ≠ d)" in out
 
 
 def right_rates(eigvals):
@@ -312,7 +312,7 @@ def test_effective_rank_names_each_wrong_form(capsys):
     rejects(capsys, ex.check_effective_rank, lambda M: np.sum(sv(M) ** 2) ** 2 / np.sum(sv(M) ** 4),
             message="participation ratio")
     rejects(capsys, ex.check_effective_rank, sigma_not_squared, message="use squared singular values")
-    out = rejects(capsys, ex.check_effective_rank, zeros_kept, message="drop the p_i = 0 terms")
+    out = rejects(capsys, ex.check_effective_rank, zeros_kept, message="drop the pᵢ = 0 terms")
     assert "✗ with a zero singular value" in out
 
 

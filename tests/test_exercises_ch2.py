@@ -91,7 +91,7 @@ def test_residual_radius_rejects_no_moduli_self_and_the_wrong_runner_up(capsys):
     rejects(capsys, ex.check_residual_radius,
             lambda lams, k: max(1.0, (1 + np.delete(lams, k)).max()) / (1 + lams[k]), message="take moduli")
     rejects(capsys, ex.check_residual_radius,
-            lambda lams, k: max(1.0, np.abs(1 + lams).max()) / abs(1 + lams[k]), message="leave λ_k itself out")
+            lambda lams, k: max(1.0, np.abs(1 + lams).max()) / abs(1 + lams[k]), message="leave λₖ itself out")
     rejects(capsys, ex.check_residual_radius,
             lambda lams, k: max(1.0, abs(1 + lams[1 if k == 0 else 0])) / abs(1 + lams[k]),
             message="need not belong to λ₁ or λ₂")

@@ -35,7 +35,7 @@ def test_token_shift_names_each_wrong_selection(capsys):
             message="the sign")
     rejects(capsys, ex.check_token_shift,
             lambda ts, eb: _gamma(ts, eb, "gamma_ratio") - _gamma(ts.select("content"), eb, "gamma_ratio"),
-            message="not γ_t / chance")
+            message="not γₜ / chance")
     rejects(capsys, ex.check_token_shift, lambda ts, eb: _gamma(ts, eb, "rho") - _gamma(ts.select("content"), eb, "rho"),
             message="not the fraction of increases")
     rejects(capsys, ex.check_token_shift, lambda ts, eb: _gamma(ts, eb)[:-1], message="expected shape (3,)")
@@ -47,7 +47,7 @@ def test_span_ratio_names_each_wrong_chance_level(capsys):
             message="not a line's")
     rejects(capsys, ex.check_span_ratio, lambda ts, eb: raw(ts, eb) / als.baseline_subspace(ts.d, 4),
             message="zero-padded to 4 columns")
-    rejects(capsys, ex.check_span_ratio, raw, message="divide γ_t by its chance level")
+    rejects(capsys, ex.check_span_ratio, raw, message="divide γₜ by its chance level")
     rejects(capsys, ex.check_span_ratio, lambda ts, eb: _gamma(ts, eb, "gamma_ratio"), message="not v₁ alone")
 
 
@@ -61,7 +61,7 @@ def _layers(column, shift=0, cast=int):
 def test_null_layers_names_each_wrong_test(capsys):
     out = rejects(capsys, ex.check_null_layers, _layers("p_rho"), message="not the raw p-values")
     assert "✓ no layer moves the tokens" in out  # the case where every variant agrees still passes
-    rejects(capsys, ex.check_null_layers, _layers("q_gamma"), message="not of γ_t (q_gamma)")
+    rejects(capsys, ex.check_null_layers, _layers("q_gamma"), message="not of γₜ (q_gamma)")
     rejects(capsys, ex.check_null_layers, _layers("q_rho", shift=-1), message="numbered from 1")
     rejects(capsys, ex.check_null_layers, _layers("q_rho", cast=float), message="convert each with int")
     rejects(capsys, ex.check_null_layers, lambda ts, b, m, s: "1, 3", message="a tuple of ints")

@@ -308,7 +308,7 @@ def test_controls_curves_and_funnel_tables():
     assert len(frame) == 12 and frame.lo.notna().all()
     table = fs.block_erank_table(runs)
     assert table.iloc[0]["product 2..l, trained"] == "–"
-    assert table.iloc[1]["erank J̄_l, trained"] == runs["trained"].interval("erank", 1).fmt(".1f")
+    assert table.iloc[1]["erank J̄ₗ, trained"] == runs["trained"].interval("erank", 1).fmt(".1f")
     mini = fs.bootstrap_twins(sets, update=False, n_boot=5, resample=("funnel_no_b1",))
     mctrl = fs.control_funnels(sets["trained"].mean[:, None], first=1)
     final = fs.final_funnel_table(("dec", runs, ctrl), ("mini", mini, mctrl))
@@ -395,7 +395,7 @@ def test_claim_measurements_quote_the_numbers_the_verdicts_use():
     assert m["FG1"].startswith("f_C 0.85 (Ginibre 0.93); trained slope ") and "(flat); twins flat, flat" in m["FG1"]
     assert m["FG3"].startswith("final erank, blocks 2–6: trained 118.0 [116.0, 120.0] of 128 vs twins 24.0–27.0 "
                                "(higher); all 6 blocks 3.3")
-    assert "(erank J̄_1 3.0, twins 48.0)" in m["FG3"]
+    assert "(erank J̄₁ 3.0, twins 48.0)" in m["FG3"]
     assert m["FG4"].endswith("but no funnel to remove (FG3: not reproduced)")
     assert "0 of 12 sub-block couplings" in m["FG5"] and "(twins 0 of 24)" in m["FG5"]
     assert m["FG5"].endswith("power 22% at r_S ≈ 0.16") and "0 of 6 layers" in m["FG6"]

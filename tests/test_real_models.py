@@ -220,10 +220,10 @@ def test_layer_range_and_overview_row_on_hand_made_frames():
     assert pooled.gamma_beat == (1, 3, 1, 3)
     row = rm.overview_row("M (trained)", res, "real forward pass")
     assert row["model"] == "M (trained)" and row["trajectories"] == "real forward pass"
-    assert row["mean γ_t / chance"] == pytest.approx(4.0) and row["mean Δγ_t"] == pytest.approx(0.02)
-    assert row["mean ρ_t"] == pytest.approx(1.4 / 3)
-    assert row["layers where γ_t beats its null"] == "1, 3" and row["layers where ρ_t beats its null"] == "3"
-    assert rm.overview_row("M", _results("trained", [1.0], [0.5]), "simplified")["layers where ρ_t beats its null"] == "none"
+    assert row["mean γₜ / chance"] == pytest.approx(4.0) and row["mean Δγₜ"] == pytest.approx(0.02)
+    assert row["mean ρₜ"] == pytest.approx(1.4 / 3)
+    assert row["layers where γₜ beats its null"] == "1, 3" and row["layers where ρₜ beats its null"] == "3"
+    assert rm.overview_row("M", _results("trained", [1.0], [0.5]), "simplified")["layers where ρₜ beats its null"] == "none"
 
 
 @pytest.mark.parametrize("trained_gamma, trained_rho, where_g, where_r, learned", [

@@ -48,15 +48,15 @@ def test_beat_phrase_counts_layers_of_trained_and_twins():
 
 def test_table_formats_give_one_precision_per_quantity():
     cols = ["model", "predicted rate r", "fitted rate (steps 20–50)", "fitted rate 95% CI", "alignment at step 0",
-            "alignment at step 60", "mean γ_t / chance", "mean Δγ_t", "mean ρ_t", "γ_t / chance", "ρ_t", "tokens",
-            "γ_t / chance 95% CI", "ρ_t 95% CI"]
+            "alignment at step 60", "mean γₜ / chance", "mean Δγₜ", "mean ρₜ", "γₜ / chance", "ρₜ", "tokens",
+            "γₜ / chance 95% CI", "ρₜ 95% CI"]
     fmt = rm.table_formats(cols)
     assert fmt["predicted rate r"] == fmt["fitted rate (steps 20–50)"] == "{:.3f}"  # as the CI text (3 decimals)
     assert fmt["alignment at step 0"] == fmt["alignment at step 60"] == "{:.4f}"
-    assert fmt["mean γ_t / chance"] == fmt["γ_t / chance"] == "{:.2f}"  # as "[1.03, 1.16]"
-    assert fmt["mean ρ_t"] == fmt["ρ_t"] == "{:.3f}"
+    assert fmt["mean γₜ / chance"] == fmt["γₜ / chance"] == "{:.2f}"  # as "[1.03, 1.16]"
+    assert fmt["mean ρₜ"] == fmt["ρₜ"] == "{:.3f}"
     # text (intervals) and counts keep their own form
-    assert not {"model", "fitted rate 95% CI", "tokens", "γ_t / chance 95% CI", "ρ_t 95% CI"} & set(fmt)
+    assert not {"model", "fitted rate 95% CI", "tokens", "γₜ / chance 95% CI", "ρₜ 95% CI"} & set(fmt)
 
 
 # -- the prose's numbers, on hand-made frames -------------------------------------------------------------
@@ -89,10 +89,10 @@ def test_gamma_rho_glue_on_hand_made_frames():
     assert g["tr_g"] == "2.17" and g["tw_g"] == "2.00, 2.00" and g["g_where"] == "above"
     assert g["tr_r"] == "0.708" and g["r_where"] == "above" and (g["g_above"], g["r_above"]) == (2, 3)
     assert g["means_verdict"].startswith("training raises both means")
-    assert g["null_verdict"].endswith("for both γ_t and ρ_t")
+    assert g["null_verdict"].endswith("for both γₜ and ρₜ")
     tws[0] = rm.Analysis(_Model(0), None, _frame("random init s0", [1.0] * 3, [0.5] * 3, [0.01] * 3, [1.0] * 3),
                          None, {})
-    assert rm.gamma_rho_glue(tr, tws, "simplified")["null_verdict"].endswith("for ρ_t only")
+    assert rm.gamma_rho_glue(tr, tws, "simplified")["null_verdict"].endswith("for ρₜ only")
 
 
 def _profile(who, source, build_up, p, ratio_last, null_last):

@@ -144,7 +144,7 @@ def test_paper_model_figure_picks_the_chart_of_the_model_kind():
     varying = SimpleNamespace(name="org/bert", label="bert (trained)", prompts=5, steps=0, convergence=None,
                               layer_varying=SimpleNamespace(results=_results_frame()))
     chart, _, caption = rp.paper_model_figure(varying, "real_2")
-    assert caption.startswith("org/bert: γ_t") and "org/bert: γ_t / chance" in json.dumps(chart.to_dict(),
+    assert caption.startswith("org/bert: γₜ") and "org/bert: γₜ / chance" in json.dumps(chart.to_dict(),
                                                                                           ensure_ascii=False)
 
 

@@ -108,13 +108,13 @@ def test_gamma_null_chart_colours_trained_null_and_chance():
     spec = _check(tp.gamma_null_chart(_gamma_rows(), model="all-MiniLM-L6-v2 (trained)"))
     (scale, *_) = _scales(spec, "series")
     assert scale["range"] == [TRAINED_COLOR, NULL_COLOR, "black"]
-    assert scale["domain"] == ["γ_t / chance, all-MiniLM-L6-v2 (trained)", "null: random subspaces, central 95%",
+    assert scale["domain"] == ["γₜ / chance, all-MiniLM-L6-v2 (trained)", "null: random subspaces, central 95%",
                                "chance level"]
 
 
 def test_gamma_table_is_readable():
     table = tp.gamma_table(_gamma_rows())
-    assert list(table.columns) == ["layer t", "dimension k", "γ_t", "chance level", "γ_t / chance", "95% CI",
+    assert list(table.columns) == ["layer t", "dimension k", "γₜ", "chance level", "γₜ / chance", "95% CI",
                                    "null 95% range", "q (BH)"]
     assert not [c for c in table.columns if re.search(r"[A-Za-z0-9]_[A-Za-z0-9]", c)]
     assert table["q (BH)"].tolist() == ["<0.001", "0.200"] and table["95% CI"].iloc[0] == "1.30–1.60"

@@ -81,9 +81,9 @@ def check_rank_bound(fn: Callable[[int, int, int], Any], verbose: bool = True,
             if got == want:
                 return
             if got == d:
-                raise Wrong(f"{got} = d, but a sum of {H} heads of rank ≤ {dh} has rank ≤ H·d_h = {H * dh} < d")
+                raise Wrong(f"{got} = d, but a sum of {H} heads of rank ≤ {dh} has rank ≤ H·dₕ = {H * dh} < d")
             if got == H * dh:
-                raise Wrong(f"{got} = H·d_h, but F is d × d = {d} × {d}: its rank is at most d")
+                raise Wrong(f"{got} = H·dₕ, but F is d × d = {d} × {d}: its rank is at most d")
             if got == dh:
                 raise Wrong(f"{got} is one head's rank; F sums {H} heads")
             raise Wrong(f"the rank bound is {got}; a random F of this shape has rank {want}")
@@ -91,8 +91,8 @@ def check_rank_bound(fn: Callable[[int, int, int], Any], verbose: bool = True,
 
     return run_cases("check_rank_bound", fn, [
         Case("MiniLM: d = 384, 12 heads of width 32", case(384, 12, 32)),
-        Case("d = 64, 2 heads of width 16 (H·d_h < d)", case(64, 2, 16)),
-        Case("d = 24, 4 heads of width 8 (H·d_h > d)", case(24, 4, 8)),
+        Case("d = 64, 2 heads of width 16 (H·dₕ < d)", case(64, 2, 16)),
+        Case("d = 24, 4 heads of width 8 (H·dₕ > d)", case(24, 4, 8)),
     ], verbose, time_limit)
 
 
@@ -121,7 +121,7 @@ def check_energy_ratio(fn: Callable[[np.ndarray], Any], verbose: bool = True,
             raise Wrong("you squared the Frobenius norm; use ‖F‖_F = sqrt(Σ F_ij²)")
         if np.allclose(np.abs(got), want, rtol=1e-8):
             raise Wrong("a ratio is negative: divide by the modulus |λ₁|, not λ₁ itself")
-        raise Wrong(f"max relative error {np.max(np.abs(got / want - 1)):.2e} against ‖F_t‖_F / |λ₁,t|")
+        raise Wrong(f"max relative error {np.max(np.abs(got / want - 1)):.2e} against ‖Fₜ‖_F / |λ₁,t|")
 
     def pure() -> None:
         G = F.copy()

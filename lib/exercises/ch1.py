@@ -165,19 +165,19 @@ def check_head_sum(fn: Callable[[np.ndarray, np.ndarray, int], Any], verbose: bo
             log: list[int] = []
             got = as_array(call(fn, _guarded(O, dh, log), _guarded(V, dh, log), H), (d, d), "the head sum")
             if log:
-                raise Wrong(f"you multiplied over all H·d_h = {log[0]} columns at once (O @ V); the exercise asks "
-                            f"for the sum over heads of O_h V_h, each a ({d} × {dh})·({dh} × {d}) product")
+                raise Wrong(f"you multiplied over all H·dₕ = {log[0]} columns at once (O @ V); the exercise asks "
+                            f"for the sum over heads of Oₕ Vₕ, each a ({d} × {dh})·({dh} × {d}) product")
             want = O @ V
             err = np.abs(got - want).max() / np.abs(want).max()
             if err > 1e-12:
-                raise Wrong(f"relative error {err:.2e}: head h owns columns [h·d_h, (h+1)·d_h) of O and the same "
-                            "rows of V, with d_h = V.shape[0] // n_heads (not d // n_heads)")
+                raise Wrong(f"relative error {err:.2e}: head h owns columns [h·dₕ, (h+1)·dₕ) of O and the same "
+                            "rows of V, with dₕ = V.shape[0] // n_heads (not d // n_heads)")
         return run
 
     return run_cases("check_head_sum", fn, [
         Case("d = 8, 2 heads of width 4", case(8, 2, 4)),
         Case("d = 12, 4 heads of width 3", case(12, 4, 3)),
-        Case("d = 6, 4 heads of width 2 (H·d_h ≠ d)", case(6, 4, 2)),
+        Case("d = 6, 4 heads of width 2 (H·dₕ ≠ d)", case(6, 4, 2)),
         Case("d = 5, 1 head of width 5", case(5, 1, 5)),
     ], verbose, time_limit)
 

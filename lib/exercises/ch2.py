@@ -127,13 +127,13 @@ def check_linearization_radius(fn: Callable[[np.ndarray, int], Any], verbose: bo
                 return
             others = np.delete(lams, k)
             if abs(got - 1.0) < 1e-9:
-                why = "λ_k itself is not a direction the layer can turn to: leave it out (|λ_k|/|λ_k| = 1)"
+                why = "λₖ itself is not a direction the layer can turn to: leave it out (|λₖ|/|λₖ| = 1)"
             elif abs(got - float(np.max(others.real)) / float(lams[k].real)) < 1e-9:
                 why = "take moduli: a negative eigenvalue counts by |λ|"
             elif abs(got - abs(lams[1] / lams[0])) < 1e-9:
                 why = f"that is the gap ratio |λ₂/λ₁|; at consensus on v{subscript(k + 1)} divide by |λ{subscript(k + 1)}|"
             else:
-                why = "the largest |λ_j|, j ≠ k, over |λ_k|"
+                why = "the largest |λⱼ|, j ≠ k, over |λₖ|"
             raise Wrong(f"got {got:.6g}, the Jacobian's spectral radius is {want:.6g}: {why}")
         return run
 
@@ -254,17 +254,17 @@ def check_residual_radius(fn: Callable[[np.ndarray, int], Any], verbose: bool = 
             shifted = np.abs(1 + others)
             guesses = [
                 (np.abs(others).max() / abs(lam[k]), "that is the radius without the residual (the proposition's "
-                 "max |λ_j| / |λ_k|); with x_i + F Σ_j A_ij x_j the eigenvalues are shifted by 1"),
+                 "max |λⱼ| / |λₖ|); with xᵢ + F Σⱼ Aᵢⱼ xⱼ the eigenvalues are shifted by 1"),
                 (shifted.max() / abs(1 + lam[k]), "you left out the differences between tokens: the residual keeps "
-                 "them (the identity acts on them, eigenvalue 1), so the radius is at least 1/|1 + λ_k|"),
+                 "them (the identity acts on them, eigenvalue 1), so the radius is at least 1/|1 + λₖ|"),
                 (max(1.0, (1 + others).max()) / (1 + lam[k]), "take moduli: |1 + λ| for every eigenvalue"),
                 (max(1.0, np.abs(1 + lam).max()) / abs(1 + lam[k]),
-                 "leave λ_k itself out: its own direction is the consensus, not a perturbation"),
+                 "leave λₖ itself out: its own direction is the consensus, not a perturbation"),
                 (max(1.0, abs(1 + lam[1 if k == 0 else 0])) / abs(1 + lam[k]),
-                 "the largest |1 + λ_j| need not belong to λ₁ or λ₂: take the maximum over all j ≠ k"),
+                 "the largest |1 + λⱼ| need not belong to λ₁ or λ₂: take the maximum over all j ≠ k"),
             ]
             why = next((text for value, text in guesses if abs(got - value) < 1e-9 * max(1.0, abs(value))),
-                       "max(1, max_{j≠k} |1 + λ_j|) / |1 + λ_k| is what the Jacobian gives")
+                       "max(1, max_{j≠k} |1 + λⱼ|) / |1 + λₖ| is what the Jacobian gives")
             raise Wrong(f"got {got:.6g}, the Jacobian's spectral radius is {want:.6g}: {why}")
         return run
 

@@ -145,10 +145,10 @@ def check_token_shift(fn: Callable[[TokenStates, EigenBases], Any], verbose: boo
             variants = {
                 "'all tokens' are the content and the special tokens together (ts.select('all')), "
                 "not the special ones alone": gamma(ts.select("special"), eb) - content,
-                "the sign: γ_t of all tokens minus γ_t of the content tokens": -want,
-                "take γ_t itself (the column gamma), not γ_t / chance (gamma_ratio)":
+                "the sign: γₜ of all tokens minus γₜ of the content tokens": -want,
+                "take γₜ itself (the column gamma), not γₜ / chance (gamma_ratio)":
                     gamma(ts.select("all"), eb, "gamma_ratio") - gamma(ts.select("content"), eb, "gamma_ratio"),
-                "γ_t is the mean alignment (gamma), not the fraction of increases ρ_t (rho)":
+                "γₜ is the mean alignment (gamma), not the fraction of increases ρₜ (rho)":
                     gamma(ts.select("all"), eb, "rho") - gamma(ts.select("content"), eb, "rho"),
             }
             _named(got, want, variants, "got the shift")
@@ -183,7 +183,7 @@ def check_span_ratio(fn: Callable[[TokenStates, EigenBases], Any], verbose: bool
                 "c(d, 1)": raw / baseline_subspace(ts.d, 1),
                 "eb.v12 is zero-padded to 4 columns: its dimension is eb.k12[t], not 4":
                     raw / baseline_subspace(ts.d, 4),
-                "divide γ_t by its chance level c(d, k)": raw,
+                "divide γₜ by its chance level c(d, k)": raw,
                 "measure against span{v₁, v₂} (eb.v12), not v₁ alone (eb.v1)": col(ts, eb),
             }
             _named(got, want, variants, "got")
@@ -257,7 +257,7 @@ def check_null_layers(fn: Callable[[TokenStates, np.ndarray, int, int], Any], ve
             variants = {
                 "use the Benjamini–Hochberg q-values (q_rho), not the raw p-values: testing every layer at 5% "
                 "finds a layer by chance alone in many runs": where(null.p_rho < 0.05),
-                "the test of ρ_t (q_rho), not of γ_t (q_gamma)": where(null.q_gamma < 0.05),
+                "the test of ρₜ (q_rho), not of γₜ (q_gamma)": where(null.q_gamma < 0.05),
                 "layers are numbered from 1 (the column layer), not from 0": tuple(t - 1 for t in want),
             }
             why = next((hint for hint, v in variants.items() if got == v and v != want), "")

@@ -46,7 +46,7 @@ def check_effective_rank(fn: Callable[[np.ndarray], Any], verbose: bool = True,
         def run() -> None:
             raw = call(fn, M.copy())
             if isinstance(raw, float) and math.isnan(raw):
-                raise Wrong("got NaN: a zero singular value gives p_i = 0 and 0·log 0; drop the p_i = 0 terms")
+                raise Wrong("got NaN: a zero singular value gives pᵢ = 0 and 0·log 0; drop the pᵢ = 0 terms")
             got, want = as_float(raw, "the effective rank"), effective_rank(M)
             if abs(got - want) <= 1e-8 * max(1.0, want):
                 return
@@ -54,7 +54,7 @@ def check_effective_rank(fn: Callable[[np.ndarray], Any], verbose: bool = True,
             named = {
                 "that is the participation ratio (Σσ²)²/Σσ⁴, not exp of the entropy":
                     float(np.sum(s**2) ** 2 / np.sum(s**4)),
-                "use squared singular values: p_i = σ_i²/Σσ_j², not σ_i/Σσ_j": entropy_rank(s),
+                "use squared singular values: pᵢ = σᵢ²/Σσⱼ², not σᵢ/Σσⱼ": entropy_rank(s),
                 "return exp of the entropy, not the entropy itself": math.log(want),
             }
             why = next((h for h, val in named.items() if abs(got - val) <= 1e-8 * max(1.0, abs(val))), "")
@@ -218,7 +218,7 @@ def check_truncated_funnel(fn: Callable[[np.ndarray, int], Any], verbose: bool =
             P_rev /= np.linalg.norm(P_rev)
         return {"truncate after every step, not only the final product": erank_of(truncate(P_end)),
                 "truncate to rank k: this is the untruncated product": erank_of(P_end),
-                "multiply on the left, P ← J P (P_l = J_{l−1} ⋯ J_0), not P ← P J": erank_of(P_rev)}
+                "multiply on the left, P ← J P (Pₗ = Jₗ₋₁ ⋯ J₀), not P ← P J": erank_of(P_rev)}
 
     def case(Js: np.ndarray, k: int) -> Callable[[], None]:
         def run() -> None:

@@ -60,7 +60,7 @@ def check_steering_w(fn: Callable[[np.ndarray, np.ndarray], Any], verbose: bool 
 
     def case(V: np.ndarray, u: np.ndarray) -> Callable[[], None]:
         def run() -> None:
-            w = as_array(call(fn, V.copy(), u.copy()), (V.shape[0],), "w (shape (H·d_h,))")
+            w = as_array(call(fn, V.copy(), u.copy()), (V.shape[0],), "w (shape (H·dₕ,))")
             full_rank = np.linalg.matrix_rank(V) == V.shape[1]
             want_z = u if full_rank else np.linalg.pinv(V) @ V @ u
             err = float(np.abs(V.T @ w - want_z).max())
@@ -82,10 +82,10 @@ def check_steering_w(fn: Callable[[np.ndarray, np.ndarray], Any], verbose: bool 
 
     return run_cases("check_steering_w", fn, [
         Case("square, invertible V (MHA): z = u", case(V_sq, unit(d))),
-        Case("grouped-query V, H·d_h = d (book decoder: rank n_kv·d_h = d/2): z = projection of u",
+        Case("grouped-query V, H·dₕ = d (book decoder: rank nₖᵥ·dₕ = d/2): z = projection of u",
              case(V_gqa, unit(d))),
-        Case("H·d_h = 2d, distinct heads (full column rank): z = u, w of minimum norm", case(V_tall, unit(d))),
-        Case("grouped-query, H·d_h > d > n_kv·d_h (Gemma-2-9B-like, rank 4d/7): z = projection of u",
+        Case("H·dₕ = 2d, distinct heads (full column rank): z = u, w of minimum norm", case(V_tall, unit(d))),
+        Case("grouped-query, H·dₕ > d > nₖᵥ·dₕ (Gemma-2-9B-like, rank 4d/7): z = projection of u",
              case(V_gemma, unit(14))),
     ], verbose, time_limit)
 

@@ -25,8 +25,8 @@ REFERENCE_COLOR = "#000000"
 
 _TITLES = {
     "share": "Size of the attention path relative to the block update",
-    "angle": "Smallest principal angle between v₁(F_t) and the Jacobian's subspaces",
-    "rates": "Gap ratio of F_t against three properties of J̄_t, one point per layer",
+    "angle": "Smallest principal angle between v₁(Fₜ) and the Jacobian's subspaces",
+    "rates": "Gap ratio of Fₜ against three properties of J̄ₜ, one point per layer",
     "context": "Single-token against in-context Jacobian, per layer",
     "perturbation": "Prediction error of each Jacobian against the perturbation size",
     "steering": "The O-edit of the last block, seen by both views",
@@ -35,9 +35,9 @@ _TITLES = {
 _DESCRIPTIONS = {
     "share": "Per layer, the attention path's share ‖J̄_F‖/‖Ū‖ of the block update with its bootstrap "
              "interval, for trained models and their random-init twins.",
-    "angle": "Per layer and Jacobian subspace, the smallest principal angle θ₁ between v₁(F_t) and the "
+    "angle": "Per layer and Jacobian subspace, the smallest principal angle θ₁ between v₁(Fₜ) and the "
              "subspace, against the 5% quantile of chance, for trained models and their twins.",
-    "rates": "Scatter of F_t's gap ratio against ρ(J̄), δ_H and erank(J̄), one point per layer of each "
+    "rates": "Scatter of Fₜ's gap ratio against ρ(J̄), δ_H and erank(J̄), one point per layer of each "
              "trained model and twin.",
     "context": "Per layer, the relative difference between the single-token and the in-context Jacobian, "
                "for trained models and their twins.",
@@ -124,7 +124,7 @@ def rates_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
     for col, name, log in (("radius_J", "spectral radius ρ(J̄) (log)", True),
                            ("delta_H", "δ_H = dep(Ū) / ‖Ū‖", False), ("erank", "erank(J̄) (log)", True)):
         panels.append(alt.Chart(df).mark_point(filled=True).encode(
-            x=alt.X("gap_ratio:Q", title="gap ratio of F_t", scale=alt.Scale(domain=[0, 1])),
+            x=alt.X("gap_ratio:Q", title="gap ratio of Fₜ", scale=alt.Scale(domain=[0, 1])),
             y=alt.Y(f"{col}:Q", title=name, scale=alt.Scale(type="log") if log else alt.Scale(zero=False)),
             color=colour, shape=alt.Shape("model:N", title=None, legend=_LEGEND),
             tooltip=["model:N", "series:N", "layer:Q", alt.Tooltip("gap_ratio:Q", format=".3f"),
@@ -145,13 +145,13 @@ def gamma_chart(df: pd.DataFrame, metric: str, *, model: str, title: str | None 
     if metric == "gamma":
         df = df.assign(y=df.gamma / df.chance, y_lo=df.gamma_lo / df.chance, y_hi=df.gamma_hi / df.chance,
                        null=df.gamma_null_hi / df.chance)
-        ytitle, level = "γ_t / chance level of its k", "chance level"
+        ytitle, level = "γₜ / chance level of its k", "chance level"
         refs[level] = REFERENCE_COLOR
-        title = title or "γ_t over its chance level, against v₁(F_t) and against v₁(J̄_t)"
+        title = title or "γₜ over its chance level, against v₁(Fₜ) and against v₁(J̄ₜ)"
     elif metric == "rho":
         df = df.assign(y=df.rho, y_lo=df.rho_lo, y_hi=df.rho_hi, null=df.rho_null_hi)
-        ytitle, level = "ρ_t", None
-        title = title or "ρ_t against v₁(F_t) and against v₁(J̄_t)"
+        ytitle, level = "ρₜ", None
+        title = title or "ρₜ against v₁(Fₜ) and against v₁(J̄ₜ)"
     else:
         raise ValueError(f"metric must be 'gamma' or 'rho', got {metric!r}")
     order = series_order(df.series)
@@ -172,7 +172,7 @@ def gamma_chart(df: pd.DataFrame, metric: str, *, model: str, title: str | None 
         rows.append(alt.layer(*layers, data=df[df.model == m]).properties(width=250, height=150).facet(
             column=alt.Column("view:N", title=None, header=alt.Header(labelFontWeight="bold")),
             title=alt.TitleParams(str(m), anchor="start", fontSize=12)))
-    description = description or (f"Per layer, {ytitle} of the tokens against v₁(F_t) and against v₁(J̄_t), "
+    description = description or (f"Per layer, {ytitle} of the tokens against v₁(Fₜ) and against v₁(J̄ₜ), "
                                    "with intervals and the null's 95% quantile, for trained models and twins.")
     return titled(alt.vconcat(*rows), title, model, description)
 

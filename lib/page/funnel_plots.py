@@ -186,7 +186,7 @@ def block_erank_chart(df: pd.DataFrame, *, title: str, model: str, d: int,
     off = alt.XOffset("series:N", sort=series, scale=alt.Scale(paddingInner=0.2))
     x = alt.X("block:O", title="block l")
     pts = alt.Chart().mark_point(filled=True, size=50).encode(
-        x=x, xOffset=off, y=alt.Y("erank:Q", title="effective rank of J̄_l (log scale)", scale=y_scale),
+        x=x, xOffset=off, y=alt.Y("erank:Q", title="effective rank of J̄ₗ (log scale)", scale=y_scale),
         color=colour, tooltip=["series:N", "block:O", alt.Tooltip("erank:Q", format=".1f"),
                                alt.Tooltip("lo:Q", format=".1f"), alt.Tooltip("hi:Q", format=".1f")])
     bars = alt.Chart().mark_rule().encode(x=x, xOffset=off, y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=colour)
@@ -364,7 +364,7 @@ def community_scatter_chart(comm: pd.DataFrame, *, title: str, model: str,
 
 
 def jacobian_clouds(Jbar: np.ndarray, layers: Sequence[int], *, model: str,
-                    title: str = "Eigenvalues of the mean block Jacobian J̄_l") -> alt.TopLevelMixin:
+                    title: str = "Eigenvalues of the mean block Jacobian J̄ₗ") -> alt.TopLevelMixin:
     """The eigenvalues of ``Jbar[l]`` for each ``l`` of ``layers`` (0-based; panels say "block l+1"), not rescaled:
     each panel has its own axes and the dashed circle of radius ``|λ₁|``
     (:func:`lib.page.plotting.eigenvalue_chart`)."""

@@ -194,7 +194,7 @@ def eigenvalue_chart(
     model: str,
     layer_labels: Sequence[str] | None = None,
     normalize: bool = True,
-    title: str = "Eigenvalues of F_t = O_t V_t",
+    title: str = "Eigenvalues of Fₜ = Oₜ Vₜ",
     width: int = 172,
     height: int = 178,
     columns: int = 3,

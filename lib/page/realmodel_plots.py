@@ -110,7 +110,7 @@ def _sources(df: pd.DataFrame) -> list[str]:
 
 def gamma_rho_chart(
     results: pd.DataFrame, *, model: str,
-    title: str = "γ_t / chance and ρ_t per layer (reconstructed definitions)", description: str | None = None,
+    title: str = "γₜ / chance and ρₜ per layer (reconstructed definitions)", description: str | None = None,
     width: int = 250, height: int = 170,
 ) -> alt.TopLevelMixin:
     """γ_t / c(d, k_t) (left) and ρ_t (right) per layer, one row per trajectory source: each model's estimate
@@ -125,8 +125,8 @@ def gamma_rho_chart(
     df["series"], df["source"] = _split(df["variant"])
     order = list(dict.fromkeys(df["series"]))
     scale = _colours(order, {NULL_LABEL: NULL_COLOR, CHANCE_LABEL: "black"})
-    specs = (("gamma_ratio", "gamma_ratio_null", "γ_t / chance c(d, k_t)", 1.0),
-             ("rho", "rho_null", "ρ_t = P[a increases across layer t]", None))
+    specs = (("gamma_ratio", "gamma_ratio_null", "γₜ / chance c(d, kₜ)", 1.0),
+             ("rho", "rho_null", "ρₜ = P[a increases across layer t]", None))
     longs = {m: _estimates_on_nulls(df, x="layer", metric=m, null=n) for m, n, _, _ in specs}
     domains = {m: _domain([longs[m].y, longs[m].y_lo, longs[m].y_hi] + ([np.array([c])] if c else []))
                for m, _, _, c in specs}
@@ -208,7 +208,7 @@ def convergence_chart(
             strokeDash=dash, detail="curve:N", tooltip=[*tip, "curve:N", alt.Tooltip("a:Q", format=".4f")])
         uppers.append(alt.layer(lines, band).properties(width=width, height=height, title=toward))  # legend: lines
         lowers.append(alt.Chart(low[low.toward == toward]).mark_line().encode(
-            x=x, y=alt.Y("sin:Q", title="mean sin ∠(x_t, target)",
+            x=x, y=alt.Y("sin:Q", title="mean sin ∠(xₜ, target)",
                          axis=alt.Axis(values=decades, labelExpr=_DECADE_LABEL),
                          scale=alt.Scale(type="log", domain=sin_domain)),
             color=colour, strokeDash=dash, detail="curve:N",
@@ -295,6 +295,6 @@ def paper_model_figure(run: object, name: str) -> tuple[alt.TopLevelMixin, str, 
         return chart, name, (f"{hub}: its shared layer iterated {steps} times in the simplified model from the "
                              f"embeddings of {prompts} prompts; solid: measured, dotted: the power-method prediction.")
     results = run.layer_varying.results  # type: ignore[attr-defined]
-    chart = gamma_rho_chart(results, model=f"{label}, {prompts} prompts", title=f"{hub}: γ_t / chance and ρ_t")
-    return chart, name, (f"{hub}: γ_t over its chance level and ρ_t per layer, on {prompts} prompts, against each "
+    chart = gamma_rho_chart(results, model=f"{label}, {prompts} prompts", title=f"{hub}: γₜ / chance and ρₜ")
+    return chart, name, (f"{hub}: γₜ over its chance level and ρₜ per layer, on {prompts} prompts, against each "
                          "layer's own null (grey); simplified model and real forward pass.")

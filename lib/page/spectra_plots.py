@@ -39,4 +39,4 @@ def radius_gap_chart(spectra_list: Sequence[LayerSpectra], *, title: str | None 
         column=alt.Column("quantity:N", title=None)
     ).resolve_scale(y="independent")
     models = ", ".join(s.model for s in spectra_list)
-    return titled(chart, title or "Spectral radius and gap ratio of F_t per layer", models)
+    return titled(chart, title or "Spectral radius and gap ratio of Fₜ per layer", models)

@@ -57,7 +57,7 @@ def convergence_chart(
     long[color] = long[color].map(lambda v: f"{v:.3g}" if isinstance(v, float) else str(v))
     chart = alt.Chart(long).mark_line(point=False).encode(
         x=alt.X("t:Q", title="step t"),
-        y=alt.Y("error:Q", scale=alt.Scale(type="log"), title="sin ∠(x_t, v₁)", axis=alt.Axis(format=".0e")),
+        y=alt.Y("error:Q", scale=alt.Scale(type="log"), title="sin ∠(xₜ, v₁)", axis=alt.Axis(format=".0e")),
         color=other_colors(color, long[color], title="|λ₂/λ₁|"),
         strokeDash=alt.StrokeDash("curve:N", title=None, sort=["measured", "predicted"], legend=_BOTTOM),
         tooltip=["t:Q", f"{color}:N", "curve:N", alt.Tooltip("error:Q", format=".2e")],
@@ -198,9 +198,9 @@ def gamma_null_chart(gr: pd.DataFrame, *, model: str, title: str | None = None, 
             ``gamma_ratio_null_hi`` columns of :func:`lib.alignment_stats.random_null`.
         model: the model's label (a trained model: its points are drawn in the trained colour).
     """
-    observed, null, chance = f"γ_t / chance, {model}", "null: random subspaces, central 95%", "chance level"
+    observed, null, chance = f"γₜ / chance, {model}", "null: random subspaces, central 95%", "chance level"
     colour = _series([observed, null, chance], [TRAINED_COLOR, NULL_COLOR, "black"])
-    y_title = "γ_t / chance level"
+    y_title = "γₜ / chance level"
     df = gr.assign(series=observed, layer_t=gr.layer.astype(int))
     x = alt.X("layer_t:O", title="layer t")
     band = alt.Chart(df.assign(series=null)).mark_bar(opacity=0.45, size=26).encode(
@@ -209,11 +209,11 @@ def gamma_null_chart(gr: pd.DataFrame, *, model: str, title: str | None = None, 
         x=x, y=alt.Y("gamma_ratio_lo:Q", title=y_title), y2="gamma_ratio_hi:Q", color=colour)
     pts = alt.Chart(df).mark_point(filled=True, size=60).encode(
         x=x, y=alt.Y("gamma_ratio:Q", title=y_title), color=colour,
-        tooltip=["layer_t:O", alt.Tooltip("gamma_ratio:Q", format=".2f", title="γ_t / chance"),
+        tooltip=["layer_t:O", alt.Tooltip("gamma_ratio:Q", format=".2f", title="γₜ / chance"),
                  alt.Tooltip("q_gamma:Q", format=".3f", title="q (BH)")])
     rule = alt.Chart(pd.DataFrame({"y": [1.0], "series": [chance]})).mark_rule(strokeDash=[5, 4]).encode(
         y="y:Q", color=colour)
-    title = title or "γ_t against its chance level and its own null, layer by layer"
+    title = title or "γₜ against its chance level and its own null, layer by layer"
     return titled(alt.layer(band, rule, bars, pts).properties(width=width, height=height), title, model)
 
 
@@ -221,8 +221,8 @@ def gamma_table(gr: pd.DataFrame) -> pd.DataFrame:
     """The numbers of :func:`gamma_null_chart` with readable headers and one precision per quantity."""
     return pd.DataFrame({
         "layer t": gr.layer.astype(int), "dimension k": gr.k.astype(int),
-        "γ_t": [f"{v:.4f}" for v in gr.gamma], "chance level": [f"{v:.4f}" for v in gr.chance],
-        "γ_t / chance": [f"{v:.2f}" for v in gr.gamma_ratio],
+        "γₜ": [f"{v:.4f}" for v in gr.gamma], "chance level": [f"{v:.4f}" for v in gr.chance],
+        "γₜ / chance": [f"{v:.2f}" for v in gr.gamma_ratio],
         "95% CI": interval_text(gr.gamma_ratio_lo, gr.gamma_ratio_hi, ".2f"),
         "null 95% range": interval_text(gr.gamma_ratio_null_lo, gr.gamma_ratio_null_hi, ".2f"),
         "q (BH)": ["<0.001" if q < 0.001 else f"{q:.3f}" for q in gr.q_gamma],
