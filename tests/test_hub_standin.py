@@ -207,7 +207,7 @@ def _outputs_text(cell) -> str:
 def test_chapter_3_runs_every_paper_checkpoint_from_the_hub_and_stops_on_a_missing_one(hub, tmp_path):
     cells, real = _real_model_cells()
     failing = nbformat.v4.new_code_cell(
-        f"os.environ[{rm.MODEL_LIST_ENV!r}] = 'openai-community/gpt2,{MISSING_ID}'\n" + real.source,
+        f"import os\nos.environ[{rm.MODEL_LIST_ENV!r}] = 'openai-community/gpt2,{MISSING_ID}'\n" + real.source,
         metadata={"tags": ["raises-exception"]},
     )
     nb = nbformat.v4.new_notebook(cells=[*cells, failing])
