@@ -46,7 +46,7 @@ __all__ = ["ANGLE_DRAWS", "ANGLE_TARGETS", "GAMMA_VIEWS", "RATE_PROPERTIES", "ST
            "analyse_twins", "angle_findings", "angle_summary", "autodiff_check", "context_findings",
            "context_jacobians", "context_table", "context_twins", "float64", "gamma_findings", "gamma_summary",
            "in_context_stack", "perturbation_errors", "perturbation_twins", "rate_findings", "rate_tests",
-           "readable", "share_findings", "single_threaded", "steering_findings", "steering_long",
+           "readable", "share_findings", "steering_findings", "steering_long",
            "steering_twins", "steering_views", "steering_views_at"]
 
 ANGLE_TARGETS: tuple[str, ...] = ("eigenvectors of J̄", "left singular vectors", "right singular vectors",
@@ -426,18 +426,6 @@ def steering_long(steer: pd.DataFrame, quantities: dict[str, str]) -> pd.DataFra
 
 
 # -- the chapter's eight models at once ----------------------------------------------------------------------------
-def single_threaded() -> None:
-    """One BLAS and one torch thread per worker: chapter 6's matrices are small (``d ≤ 384``), so one model
-    per core (:func:`lib.parallel.map_matrices`) beats threaded BLAS on a busy 2-core machine. Also silences
-    transformers' notice that the decoder's LM head is unused by the base model."""
-    import transformers
-    from threadpoolctl import threadpool_limits
-
-    transformers.logging.set_verbosity_error()
-    torch.set_num_threads(1)
-    threadpool_limits(1)
-
-
 @dataclass(repr=False, eq=False)
 class TwinViews(Mapping):
     """:class:`ModelViews` of several models and their random-init twins, keyed by ``(key, series)``.

@@ -649,7 +649,8 @@ def sub_block_frame(jacobians: dict[str, object], trained: str = "trained") -> p
         one row per series, sub-block and layer: ``weights`` (``"trained"`` or ``"random init (n seeds)"``),
         ``series``, ``sub_block`` (``"attention"`` / ``"MLP"``), ``layer``, ``delta_H``, ``r_rot``.
     """
-    names = {"attn": "attention", "mlp": "MLP"}
+    from lib.topology import SUB_BLOCK_NAMES as names
+
     n_twins = sum(s != trained for s in jacobians)
     rows = []
     for s, js in jacobians.items():
@@ -794,10 +795,7 @@ def rescaling_scales(norms: dict[str, np.ndarray], trained: str = "trained",
 def per_prompt_final_erank(per_prompt) -> np.ndarray:
     """The final effective rank of each prompt's own product ``J_{L−1}(x_{L−1}) ⋯ J_0(x_0)``
     (``per_prompt``: ``(L, P, d, d)``), against which the product of the means is compared."""
-    from lib.nonnormal import cumulative_product
-
-    per = np.asarray(per_prompt).astype(np.float64)
-    return np.array([cumulative_product(per[:, p]).erank[-1] for p in range(per.shape[1])])
+    return funnel_eranks(np.swapaxes(np.asarray(per_prompt), 0, 1))[:, -1]  # prompts lead: (P, L, d, d)
 
 
 # --- Section 4.8: the claims' verdicts and what was measured, from the section's results ----------------------
@@ -914,9 +912,15 @@ def verdict_frame(claims: Sequence, verdicts: dict[str, str], measured: dict[str
 
 
 def verdict_counts(verdicts: dict[str, str]) -> dict[str, int]:
-    """How many claims got each verdict (every verdict of :data:`lib.results.VERDICTS` that occurs, plus the
-    total under ``"claims"``); ``"reproduced"`` counts partial reproductions too."""
+    """How many of section 4.8's claims got each verdict that :func:`claim_verdicts` gives, plus the total
+    under ``"claims"``; ``"reproduced"`` counts partial reproductions too. Any other verdict of
+    :data:`lib.results.VERDICTS` raises ``ValueError`` (it would be missing from the counts)."""
     vals = list(verdicts.values())
+    counted = ("reproduced", "partly reproduced", "not reproduced", "not specific to training",
+               "inconclusive (underpowered)")
+    other = sorted(set(vals) - set(counted))
+    if other:
+        raise ValueError(f"verdict_counts counts only {counted}; got {other}")
     return {"claims": len(vals),
             "reproduced": sum(v in ("reproduced", "partly reproduced") for v in vals),
             "not reproduced": vals.count("not reproduced"),

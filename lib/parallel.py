@@ -21,9 +21,26 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["available_cores", "map_matrices"]
+__all__ = ["available_cores", "map_matrices", "use_one_thread"]
 
 T = TypeVar("T")
+_THREAD_LIMITS: list[Any] = []  # keeps threadpoolctl's limiter alive for the session
+
+
+def use_one_thread() -> None:
+    """For the rest of the session: torch and BLAS on one thread, and no transformers info logs.
+
+    For chapters whose models and matrices are small (``d ≤ 384``): on a shared 2-core CPU, spinning threads
+    made forward passes and 128×128 eigendecompositions 20–40× slower. :func:`map_matrices` still runs one
+    matrix per core, and :func:`lib.steering.one_thread` is the scoped version, for a ``with`` block.
+    """
+    import torch
+    import transformers
+    from threadpoolctl import threadpool_limits
+
+    transformers.logging.set_verbosity_error()  # e.g. the decoder's LM head, unused by the base model
+    torch.set_num_threads(1)
+    _THREAD_LIMITS.append(threadpool_limits(1))
 
 
 def available_cores() -> int:

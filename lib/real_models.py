@@ -50,6 +50,7 @@ from lib import dynamics, spectra
 from lib.alignment_stats import EigenBases, TokenStates
 from lib.errors import RealModelRunError
 from lib.layer_spectra import summary_table
+from lib.models.twins import series_label
 from lib.power import fitted_ratio
 
 if TYPE_CHECKING:
@@ -580,11 +581,6 @@ def random_albert_spectra(seed: int = 0, *, full: Sequence[str] = ("base", "larg
         residual = max(residual, float(top.residuals.max().item()))
         del m
     return AlbertSpectra(pd.concat(tables, ignore_index=True), tuple(labels), residual)
-
-
-def series_label(model: Any) -> str:
-    """``"trained"`` or ``"random init, seed s"``: a model's series in a chart legend (and its table cells)."""
-    return f"random init, seed {model.seed}" if model.random_init else "trained"
 
 
 @dataclass(frozen=True)

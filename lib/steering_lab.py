@@ -35,6 +35,7 @@ import pandas as pd
 import torch
 
 from lib import dynamics, spectra, steering
+from lib.parallel import use_one_thread
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel
@@ -407,23 +408,6 @@ def fluency(lab: Lab, direction: steering.Direction, heldout: Sequence[str], alp
 
 
 # -- the chapter's set-up, checks and controls ---------------------------------------------------------
-_THREAD_LIMITS: list[Any] = []  # keeps threadpoolctl's limiter alive for the session
-
-
-def use_one_thread() -> None:
-    """For the rest of the session: torch and BLAS on one thread, and no transformers info logs.
-
-    The chapter's models are small and the book is built on a shared CPU, where spinning threads made
-    forward passes and 128×128 eigendecompositions 20–40× slower (:func:`lib.steering.one_thread` is the
-    scoped version, for a ``with`` block)."""
-    import transformers
-    from threadpoolctl import threadpool_limits
-
-    transformers.logging.set_verbosity_error()
-    torch.set_num_threads(1)
-    _THREAD_LIMITS.append(threadpool_limits(1))
-
-
 def concept_texts(topic: str, others: Sequence[str], n_topic: int = 10, n_other: int = 4,
                   seed: int = 0) -> tuple[list[str], list[str]]:
     """Sentences of the book's synthetic language about ``topic`` and, as the contrast, about ``others``.

@@ -383,6 +383,8 @@ def test_claim_verdicts_follow_the_evidence():
     counts = fs.verdict_counts(none)
     assert counts == {"claims": 7, "reproduced": 0, "not reproduced": 5, "not specific to training": 0,
                       "inconclusive (underpowered)": 2}
+    with pytest.raises(ValueError, match="not testable offline"):
+        fs.verdict_counts({**none, "FG7": "not testable offline"})
 
 
 def test_claim_measurements_quote_the_numbers_the_verdicts_use():

@@ -18,7 +18,7 @@ import torch
 from test_book_charts import _nodes
 
 import lib
-from lib import spectra, steering
+from lib import parallel, spectra, steering
 from lib import steering_lab as sl
 from lib.page import steering_plots as sp
 
@@ -150,7 +150,7 @@ def test_use_one_thread_sets_one_thread():
 
         assert all(p["num_threads"] == 1 for p in threadpool_info())
     finally:
-        sl._THREAD_LIMITS.pop().restore_original_limits()
+        parallel._THREAD_LIMITS.pop().restore_original_limits()
         torch.set_num_threads(before)
 
 

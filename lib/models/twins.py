@@ -15,7 +15,12 @@ from typing import Any, Literal
 from lib.errors import InputError
 from lib.models.spectral_model import SpectralModel
 
-__all__ = ["Twins", "load_twins"]
+__all__ = ["Twins", "load_twins", "series_label"]
+
+
+def series_label(model: SpectralModel) -> str:
+    """``"trained"`` or ``"random init, seed s"``: a model's series in a chart legend and its table cells."""
+    return f"random init, seed {model.seed}" if model.random_init else "trained"
 
 
 @dataclass(frozen=True)
@@ -65,10 +70,8 @@ class Twins:
 
     def series(self, model: SpectralModel) -> str:
         """The short series label of one of the models: ``"trained"`` or ``"random init, seed s"``."""
-        if model is self.trained:
-            return "trained"
-        if model in self.twins:
-            return f"random init, seed {model.seed}"
+        if model is self.trained or model in self.twins:
+            return series_label(model)
         raise InputError(f"{model.label} is not one of {self.name}'s models")
 
     def __repr__(self) -> str:
