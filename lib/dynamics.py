@@ -445,7 +445,7 @@ def consensus_rates(gaps: Sequence[float], seeds: Sequence[int], *, d: int, step
 
     Returns:
         One row per run: ``gap ratio |λ₂/λ₁|``, ``seed``, ``fitted per-layer factor``,
-        ``layers to alignment > 0.999``.
+        ``layers to alignment > 0.999`` (NaN where the run does not get there within ``steps``).
     """
     rows = []
     for gap in gaps:
@@ -453,8 +453,9 @@ def consensus_rates(gaps: Sequence[float], seeds: Sequence[int], *, d: int, step
             F = toys.toy_matrix("real", d, gap=gap, seed=seed)
             X = shared_run(F, steps, seed=seed, **run_kw)
             dist = power.distance_to_subspace(X, spectra.principal(F).vector[:, None]).max(1)
+            reached = power.first_below(dist, math.sqrt(1 - 0.999**2))
             rows.append({"gap ratio |λ₂/λ₁|": gap, "seed": seed, "fitted per-layer factor": power.window_ratio(dist),
-                         "layers to alignment > 0.999": power.first_below(dist, math.sqrt(1 - 0.999**2))})
+                         "layers to alignment > 0.999": np.nan if reached is None else reached})
     return pd.DataFrame(rows)
 
 

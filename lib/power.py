@@ -221,9 +221,11 @@ def alignment_frame(X: Any, directions: Mapping[str, Any], value: str = "mean al
     return pd.concat(frames, ignore_index=True)
 
 
-def first_below(errors: Any, level: float) -> int:
-    """The first step ``t`` with ``errors[t] < level``; 0 if there is none (``argmax`` of an all-False mask)."""
-    return int(np.argmax(np.asarray(errors, dtype=np.float64) < level))
+def first_below(errors: Any, level: float) -> int | None:
+    """The first step ``t`` with ``errors[t] < level``, or ``None`` when no step gets there (a run that has
+    not converged within its steps is not one that converged at step 0)."""
+    below = np.asarray(errors, dtype=np.float64) < level
+    return int(np.argmax(below)) if below.any() else None
 
 
 def window_ratio(errors: Any, hi: float = 1e-2, lo: float = 1e-12) -> float:

@@ -137,7 +137,8 @@ def test_alignment_and_distance_frames():
 def test_first_below_and_window_ratio():
     e = 0.5 ** np.arange(60.0)
     e[:3] = 1.0  # a transient
-    assert power.first_below(e, 1e-2) == 7 and power.first_below(e, 1e-30) == 0
+    assert power.first_below(e, 1e-2) == 7 and power.first_below(e, 1e-30) is None
+    assert power.first_below(e, 2.0) == 0  # below the level from the start
     assert power.window_ratio(e) == pytest.approx(0.5, rel=1e-9)
     e[45:] = 1e-13 * np.random.default_rng(0).uniform(1, 2, 15)  # a rounding floor: left out of the fit
     assert power.window_ratio(e) == pytest.approx(0.5, rel=1e-9)
