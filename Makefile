@@ -16,6 +16,9 @@ export PYTHONHASHSEED := 0
 
 MATHJAX_VERSION := 3.2.2
 MATHJAX := .vendor/mathjax/tex-mml-chtml.js
+# axe-core: the accessibility checker the browser test runs on every page (a test tool, not part of the site)
+AXE_VERSION := 4.14.1
+AXE := .vendor/axe-core/axe.min.js
 
 .PHONY: book pdf test lab student colab bench vendor linkcheck browser-deps clean
 
@@ -27,13 +30,19 @@ $(STAMP): requirements.txt pyproject.toml
 	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (spectral-book)" >/dev/null
 	touch $(STAMP)
 
-## make vendor: MathJax 3 from the npm registry, served by the site itself (no CDN)
-vendor: $(MATHJAX)
+## make vendor: MathJax 3 from the npm registry, served by the site itself (no CDN), and axe-core, the
+## accessibility checker that the browser test injects into every page
+vendor: $(MATHJAX) $(AXE)
 $(MATHJAX):
 	rm -rf .vendor/tmp && mkdir -p .vendor/tmp .vendor/mathjax
 	cd .vendor/tmp && npm pack --silent mathjax@$(MATHJAX_VERSION) >/dev/null && tar xzf mathjax-$(MATHJAX_VERSION).tgz
 	cd .vendor/tmp/package/es5 && cp -r tex-mml-chtml.js input output a11y ui adaptors ../../../mathjax/
 	rm -rf .vendor/tmp
+$(AXE):
+	rm -rf .vendor/tmp-axe && mkdir -p .vendor/tmp-axe .vendor/axe-core
+	cd .vendor/tmp-axe && npm pack --silent axe-core@$(AXE_VERSION) >/dev/null && tar xzf axe-core-$(AXE_VERSION).tgz
+	cp .vendor/tmp-axe/package/axe.min.js .vendor/tmp-axe/package/LICENSE .vendor/axe-core/
+	rm -rf .vendor/tmp-axe
 
 ## make book: build every chapter, executed, into _build/html (a raising cell or a warning fails it).
 ## Launch buttons (Binder, Colab; JupyterHub if SPECTRAL_BOOK_JUPYTERHUB_URL is set) come from one setting,
@@ -57,7 +66,7 @@ linkcheck: $(STAMP) $(MATHJAX)
 	SPECTRAL_BOOK_BUILD=1 $(VENV)/bin/jupyter-book build . --builder linkcheck
 
 ## make test: the whole test suite (unit tests, executed notebooks, the built site in Chromium)
-test: $(STAMP) $(MATHJAX) browser-deps
+test: $(STAMP) $(MATHJAX) $(AXE) browser-deps
 	$(PY) -m pytest
 
 ## make lab: open the chapters in JupyterLab

@@ -97,6 +97,27 @@ def test_long_subtitles_wrap_and_model_labels_are_never_cut():
     assert spec["config"]["legend"]["labelLimit"] == 0 and spec["config"]["axis"]["labelLimit"] >= 300
 
 
+def test_charts_are_one_image_to_a_screen_reader():
+    """The book theme hides the marks from assistive technology (mark-level ``aria: false`` in the compiled Vega,
+    also for a layer of a facet), and the chart keeps its description as its text alternative."""
+    import vl_convert as vlc
+
+    df = pd.DataFrame({"x": [1, 2], "y": [3, 4], "panel": ["a", "b"]})
+    base = alt.Chart(df).encode(x="x:Q", y="y:Q")
+    chart = plotting.titled(alt.layer(base.mark_line(), base.mark_rule()).facet(column="panel:N"), "T", "toy")
+    spec = chart.to_dict()
+    assert spec["config"]["mark"]["aria"] is False
+    vega = vlc.vegalite_to_vega(spec, vl_version=alt.VEGALITE_VERSION.rsplit(".", 1)[0])
+
+    def marks(group: dict) -> list[dict]:
+        return [m for g in group.get("marks", []) for m in ([g] if g["type"] != "group" else []) + marks(g)]
+
+    drawn = marks(vega)
+    assert {m["type"] for m in drawn} >= {"line", "rule"}
+    assert all(m.get("aria") is False for m in drawn if m.get("role") not in ("axis", "legend")), drawn
+    assert vega["description"] == "T, for toy."
+
+
 def test_coupling_chart_panels_show_only_their_own_model():
     """Each facet panel is that model's rows: no layer keeps data of its own inside the facet."""
     from lib.page import funnel_plots

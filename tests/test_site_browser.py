@@ -5,15 +5,22 @@ container holds a rendered SVG or canvas with no label cut short, no axis title 
 name, and no wider than its output box; no output table or printed output hides anything behind a
 horizontal scroll; every Altair slider changes its chart, math is typeset, and no output shows a
 traceback. A full-page screenshot of each page is saved in ``test-artifacts/``.
+
+Then, with every dropdown and solution opened, each page must serve every reader (``tools/accessibility.py``):
+axe-core (the real checker, ``make vendor``) finds no serious or critical violation of the WCAG 2.0/2.1 A and
+AA rules; at the desktop width no display equation or table is wider than the text column; at a phone's width
+a wider one scrolls and none is cut off at the column's edge.
 """
 
 from __future__ import annotations
 
+import os
 
 import pytest
 from conftest import ROOT, require_chromium, toc_pages
 
-from tools.site_browser import CHROMIUM, CHROMIUM_ARGS, serve_site
+from tools import accessibility as a11y
+from tools.site_browser import CHROMIUM, CHROMIUM_ARGS, serve_site, wait_until_rendered
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -32,6 +39,15 @@ def browser():
 
 
 @pytest.fixture(scope="module")
+def axe_ready():
+    """axe-core is vendored (``make test`` runs ``make vendor`` first); skipped without it outside CI."""
+    if not a11y.AXE_SCRIPT.is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"{a11y.AXE_SCRIPT} is missing in CI; `make test` vendors it (`make vendor`)")
+        pytest.skip(f"axe-core is not vendored ({a11y.AXE_SCRIPT}): run `make vendor`")
+
+
+@pytest.fixture(scope="module")
 def site_url(built_site):
     with serve_site(built_site) as url:
         yield url
@@ -44,8 +60,8 @@ def _svg_markup(page, index: int) -> str:
 
 
 @pytest.mark.parametrize("page_name", toc_pages())
-def test_page_in_browser(browser, site_url, page_name):
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+def test_page_in_browser(browser, site_url, axe_ready, page_name):
+    page = browser.new_page(viewport=a11y.DESKTOP)
     outside: list[str] = []
     errors: list[str] = []
     page.on("request", lambda r: outside.append(r.url) if not r.url.startswith((site_url, "data:", "blob:")) else None)
@@ -133,12 +149,65 @@ def test_page_in_browser(browser, site_url, page_name):
 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{page_name.replace('/', '_')}.png"), full_page=True)
+
+    # for every reader: with the dropdowns and solutions open, axe-core's WCAG 2 A/AA audit, and every
+    # display equation and table inside the column (at a phone's width: scrolling, never cut off)
+    wait_until_rendered(page)
+    still_closed = a11y.open_everything(page)
+    violations = a11y.axe_violations(page)
+    wide = a11y.wide_boxes(page)
+    page.set_viewport_size(a11y.NARROW)
+    cut = a11y.cut_off(a11y.wide_boxes(page))
     page.close()
     assert not outside, f"{page_name}: requests left 127.0.0.1: {sorted(set(outside))[:5]}"
     assert not errors, f"{page_name}: console errors: {errors[:5]}"
+    assert still_closed == 0, f"{page_name}: {still_closed} solutions or dropdowns did not open"
+    blocking = [v for v in violations if v["impact"] in a11y.BLOCKING_IMPACTS]
+    assert not blocking, f"{page_name}: axe-core finds WCAG 2 A/AA violations:\n{a11y.describe(blocking)}"
+    assert not wide, f"{page_name}: display equations or tables wider than the text column at 1280 px: {wide}"
+    assert not cut, f"{page_name}: at {a11y.NARROW['width']} px, cut off instead of scrolling: {cut}"
 
 
 def test_screenshots_saved(browser, site_url):
     """Every page left a screenshot artifact (run after the per-page tests)."""
     missing = [p for p in toc_pages() if not (ARTIFACTS / f"{p.replace('/', '_')}.png").is_file()]
     assert not missing, missing
+
+
+def test_site_ships_no_test_tools(built_site):
+    """axe-core lives in .vendor beside MathJax, but only MathJax is served by the site."""
+    static = built_site / "_static"
+    assert (static / "mathjax" / "tex-mml-chtml.js").is_file()
+    assert not list(static.rglob("axe*.js")), "the site ships the accessibility checker"
+
+
+# The checks themselves find what they are for, on small pages of their own (no built site needed).
+_CLIPPED_PAGE = """<!doctype html><html lang="en"><head><title>t</title></head><body><main>
+<article class="bd-article" style="width: 400px; padding: 0 20px">
+  <div class="math" style="overflow: hidden"><mjx-container display="true" id="cut" style="display: block">
+    <span style="display: inline-block; width: 600px">wide equation</span></mjx-container></div>
+  <div style="overflow-x: auto"><mjx-container display="true" id="scrolls" style="display: block">
+    <span style="display: inline-block; width: 600px">scrolled equation</span></mjx-container></div>
+  <mjx-container display="true" style="display: block"><span>narrow equation</span></mjx-container>
+  <div style="overflow-x: auto"><table><tr><td style="min-width: 500px">wide table</td></tr></table></div>
+  <details><summary></summary><table><tr><td>hidden until opened</td></tr></table></details>
+</article></main></body></html>"""
+
+
+def test_width_check_finds_cut_and_scrolling_boxes(browser):
+    page = browser.new_page(viewport=a11y.DESKTOP)
+    page.set_content(_CLIPPED_PAGE)
+    wide = {b["text"]: b for b in a11y.wide_boxes(page)}
+    assert set(wide) == {"wide equation", "scrolled equation", "wide table"}
+    assert [b["text"] for b in a11y.cut_off(list(wide.values()))] == ["wide equation"]
+    assert wide["wide equation"]["clipper"] == "div.math" and wide["wide table"]["scroller"] == "div"
+    assert a11y.open_everything(page) == 0
+    page.close()
+
+
+def test_axe_finds_a_nameless_summary(browser, axe_ready):
+    page = browser.new_page(viewport=a11y.DESKTOP)
+    page.set_content(_CLIPPED_PAGE)
+    found = {v["id"]: v for v in a11y.axe_violations(page)}
+    page.close()
+    assert found["summary-name"]["impact"] in a11y.BLOCKING_IMPACTS

@@ -7,7 +7,8 @@
 * **Notebooks.** The download button offers every chapter as an executed ``.ipynb``.
 * **MathJax.** ``make vendor`` unpacks MathJax 3 from the npm registry into ``.vendor/mathjax``;
   this extension serves it from ``_static/mathjax`` instead of the CDN. A build without it fails
-  with a message that says how to fetch it.
+  with a message that says how to fetch it. Only MathJax goes into the site: ``.vendor`` also holds
+  the browser test's accessibility checker (axe-core), which a reader has no use for.
 """
 
 from __future__ import annotations
@@ -39,7 +40,15 @@ def _add_mathjax(app: Sphinx) -> None:
             f"MathJax is not vendored ({vendor / MATHJAX_ENTRY} is missing). Run `make vendor` "
             "(it unpacks MathJax 3 from the npm registry), or build with `make book`."
         )
-    app.config.html_static_path.append(str(vendor))
+    # a static folder holding only a link to .vendor/mathjax (Sphinx copies through links), so that
+    # _static/mathjax/ is MathJax and nothing else of .vendor reaches the site
+    static = Path(app.outdir).parent / "mathjax_static"
+    static.mkdir(parents=True, exist_ok=True)
+    link = static / MATHJAX_ENTRY.split("/")[0]
+    if link.is_symlink():
+        link.unlink()
+    link.symlink_to((vendor / MATHJAX_ENTRY).parent.resolve(), target_is_directory=True)
+    app.config.html_static_path.append(str(static))
     app.config.mathjax_path = MATHJAX_ENTRY
 
 

@@ -143,8 +143,16 @@ def _book_theme() -> alt.theme.ThemeConfig:
     """Vega-Lite's defaults, except that labels naming models are never cut short: legend labels
     have no length limit (Vega's default of 160 px cut "… (random init, seed 1)" to "… (random init,
     se…", so the seeds were indistinguishable), axis labels get 320 px instead of 180, and the labels of
-    a discrete x axis (layer numbers, head counts: all short) stand upright instead of turned 90°."""
-    return {"config": {"legend": {"labelLimit": 0, "titleLimit": 0}, "axis": {"labelLimit": 320}, "axisXDiscrete": {"labelAngle": 0}}}
+    a discrete x axis (layer numbers, head counts: all short) stand upright instead of turned 90°.
+
+    For a screen reader a chart is one image whose text alternative is its description (:func:`titled`; Vega
+    puts it on the chart's ``role="graphics-document"`` box), with its title and legends: the marks are hidden
+    from assistive technology (``mark.aria: false``). Vega would otherwise give every point, bar and rule its
+    own label (thousands on a page of eigenvalue clouds, in raw column names and twelve-digit numbers), and a
+    layer left with no data in one panel of a faceted chart an unnamed ``graphics-symbol`` (axe's
+    svg-img-alt). Most figures also give their numbers in a table behind a click."""
+    return {"config": {"mark": {"aria": False}, "legend": {"labelLimit": 0, "titleLimit": 0},
+                       "axis": {"labelLimit": 320}, "axisXDiscrete": {"labelAngle": 0}}}
 
 
 def configure_renderer() -> str:
