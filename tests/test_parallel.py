@@ -110,3 +110,22 @@ def test_closed_form_jacobians_of_two_models_side_by_side_equal_the_serial_ones(
     side_by_side = map_matrices(lambda i: jc.block_jacobians(models[i], 1, X[i], "mlp"), [0, 1], workers=2)
     for got, ref in zip(side_by_side, serial):
         torch.testing.assert_close(got, ref, rtol=0, atol=0)
+
+
+def test_one_thread_is_the_setting_the_map_computes_under_and_is_restored():
+    """A serial reference inside ``one_thread`` runs with the thread counts of the map's workers (the
+    bitwise promise rests on it); the counts come back after the block, even when it raises."""
+    from lib.parallel import one_thread
+
+    def counts(_=None):
+        return torch.get_num_threads(), max(i["num_threads"] for i in threadpool_info())
+
+    outside = counts()
+    with one_thread():
+        inside = counts()
+    assert inside == (1, 1)
+    assert set(map_matrices(counts, range(4), workers=2)) == {inside}
+    assert map_matrices(counts, range(2), workers=1) == [inside, inside]
+    with pytest.raises(RuntimeError), one_thread():
+        raise RuntimeError("restored all the same")
+    assert counts() == outside
