@@ -1,7 +1,7 @@
 """Real-model experiments (chapter 3): the paper's model list, the switch, safe loading, data collection.
 
 * :data:`PAPER_MODELS` lists the checkpoints of the paper [paper: the families and the four ALBERT
-  sizes; v2, cased/uncased and the GPT sizes are our choice, see ``conventions.md``].
+  sizes; v2, cased/uncased and the GPT sizes are ours: the paper does not name them; chapter 3, section 3.5].
 * :func:`selected_models` is the one switch: nothing unless ``SPECTRAL_BOOK_REAL_MODELS=1``
   (:func:`lib.real_models_enabled`); then the paper's list, or the comma-separated ids in
   ``SPECTRAL_BOOK_CH3_MODELS`` if that is set (to run a subset).
@@ -148,7 +148,7 @@ ALBERT_SIZES: dict[str, dict[str, int]] = {
     "xlarge": dict(hidden_size=2048, num_hidden_layers=24, num_attention_heads=16),
     "xxlarge": dict(hidden_size=4096, num_hidden_layers=12, num_attention_heads=64),
 }
-"""ALBERT v2 sizes (``conventions.md``); every size has ``embedding_size = 128`` and FFN ``4 d``."""
+"""ALBERT v2 sizes (the four of the paper, in v2 [ours]); every size has ``embedding_size = 128`` and FFN ``4 d``."""
 
 
 # -- the switch and loading ---------------------------------------------------------------------------
