@@ -500,12 +500,14 @@ class _InForce:
     def remove(self, token: int) -> None:
         """End the edit ``token``: write the original plus the deltas still in force."""
         del self.deltas[token]
+        if not self.deltas:
+            self.weight.copy_(self.original)
+            del self._by_weight[id(self.weight)]
+            return
         restored = self.original.clone()
         for delta in self.deltas.values():
             restored.add_(delta)
         self.weight.copy_(restored)
-        if not self.deltas:
-            del self._by_weight[id(self.weight)]
 
 
 def prepare_edit(model: SpectralModel, direction: Any, alpha: float, *, relative: bool = True, layer: int = -1,

@@ -127,6 +127,9 @@ def test_a_real_folder_wins_over_an_alias_lookalike(tmp_path, tiny_dir, monkeypa
     shutil.copytree(tiny_dir("bert"), tmp_path / "MiniLM")
     monkeypatch.chdir(tmp_path)
     assert lib.load_model("MiniLM").n_layers == 2
+    (tmp_path / "minilmm").write_text("not a checkpoint")
+    with pytest.raises(lib.ModelNotAvailableError, match="'minilmm' is a file, not a checkpoint directory"):
+        lib.load_model("minilmm")
 
 
 @pytest.mark.parametrize("name", ["./my_models/minilm", "~/no-such-folder-xyz/model", "my_models/minilm/v2",

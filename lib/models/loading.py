@@ -223,16 +223,16 @@ def resolve_source(name: str, *, allow_pickle: bool = False) -> tuple[Path, str]
     path = Path(name).expanduser()
     if path.is_dir():
         return path, path.name
+    if path.exists():
+        raise ModelNotAvailableError(
+            f"'{name}' is a file, not a checkpoint directory. Pass a folder with config.json and *.safetensors, "
+            f"a hub id, or an offline alias ({_offline_aliases_text()})."
+        )
     alias = close_alias(name) if "/" not in name else None
     if alias is not None:
         raise ModelNotAvailableError(
             f"'{name}' is not an offline alias (and not a folder: {_no_folder(name)}): did you mean '{alias}'? "
             f"Aliases are written exactly as listed ({_offline_aliases_text()}); {_HUB_ID_SHAPE}."
-        )
-    if path.exists():
-        raise ModelNotAvailableError(
-            f"'{name}' is a file, not a checkpoint directory. Pass a folder with config.json and *.safetensors, "
-            f"a hub id, or an offline alias ({_offline_aliases_text()})."
         )
     problem = _hub_id_problem(name)
     if problem is not None:
