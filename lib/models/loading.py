@@ -87,7 +87,7 @@ _ALIAS_SOURCES = {"minilm": (minilm_dir, "all-MiniLM-L6-v2"), "book-decoder": (_
 _ALIAS_HUB_IDS = {"sentence-transformers/all-minilm-l6-v2": "minilm", "all-minilm-l6-v2": "minilm"}
 """Hub ids (lower-case) of checkpoints that an offline alias already ships."""
 _ALIAS_CUTOFF = 0.85
-"""``difflib`` similarity above which a name counts as a misspelling of an alias (``"minilmm"``: 0.92; ``"mini"``, 0.8, is not one)."""
+"""``difflib`` similarity above which a name counts as a misspelt alias (``"minilmm"``: 0.92; ``"mini"``: 0.8, not)."""
 _HUB_ID_SHAPE = "hub ids look like 'owner/name' (letters, digits, '-', '_', '.'), e.g. 'openai-community/gpt2'"
 
 
@@ -196,7 +196,8 @@ def _download(repo_id: str, allow_pickle: bool) -> Path:
     except RepositoryNotFoundError as exc:
         raise ModelNotAvailableError(
             f"Unknown model id '{repo_id}': no such repository on the hub, and no such folder either "
-            f"({_no_folder(repo_id)}). Check the spelling: {_HUB_ID_SHAPE}. Supported families: {', '.join(SUPPORTED_FAMILIES)}. "
+            f"({_no_folder(repo_id)}). Check the spelling: {_HUB_ID_SHAPE}. "
+            f"Supported families: {', '.join(SUPPORTED_FAMILIES)}. "
             f"Offline aliases: {_offline_aliases_text()}."
         ) from exc
     except (HfHubHTTPError, OSError) as exc:
@@ -265,7 +266,7 @@ def check_device(device: str | torch.device) -> torch.device:
         if dev.index is not None and dev.index >= count:
             raise InputError(f"device={str(device)!r}: this machine has {count} CUDA GPU(s), cuda:0..cuda:{count - 1}.")
     if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise InputError(f"device={str(device)!r} needs Apple's Metal backend, which torch does not have here. {fallback}")
+        raise InputError(f"device={str(device)!r} needs Apple's Metal backend, which torch lacks here. {fallback}")
     return dev
 
 
