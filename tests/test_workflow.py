@@ -64,7 +64,7 @@ def test_every_action_is_pinned_to_a_commit_and_no_token_is_persisted(workflow):
     """A tag can be moved to other code; a commit cannot. The version it is stands beside it, for updates."""
     text = WORKFLOW.read_text(encoding="utf-8")
     uses = [s["uses"] for s in _steps(workflow) if "uses" in s]
-    assert len(uses) == 5
+    assert uses, "the workflow uses actions"
     for ref in uses:
         assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", ref), f"{ref} is not pinned to a commit"
         assert re.search(rf"uses: {re.escape(ref)}  # v\d+\.\d+\.\d+$", text, flags=re.M), f"{ref}: no version"
