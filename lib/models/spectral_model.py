@@ -168,7 +168,7 @@ class SpectralModel:
         return int(n) if n else None
 
     def encode(self, text: str) -> dict[str, Any]:
-        """Tokenize one text, truncating to :attr:`max_length` with a warning.
+        """Tokenize one text, truncating to :attr:`max_length` with one warning (transformers' own is silenced).
 
         Returns:
             ``{"input_ids": LongTensor (n,), "tokens": list[str], "special": BoolTensor (n,)}``;
@@ -178,7 +178,9 @@ class SpectralModel:
             raise InputError(f"{self.label} has no tokenizer; pass input_ids to hidden_states instead of texts.")
         if not isinstance(text, str):
             raise InputTypeError(f"texts must be strings, got {type(text).__name__}")
-        enc = self.tokenizer(text, add_special_tokens=True, return_special_tokens_mask=True)
+        # verbose=False: transformers' own "longer than the maximum ... will result in indexing errors" is
+        # not true here (the text is truncated below, with the one warning that says so)
+        enc = self.tokenizer(text, add_special_tokens=True, return_special_tokens_mask=True, verbose=False)
         ids = enc["input_ids"]
         special = enc["special_tokens_mask"]
         self._warn_unknown(text, ids)
