@@ -34,7 +34,7 @@ def use_one_thread() -> None:
 
     For chapters whose models and matrices are small (``d ≤ 384``): on a shared 2-core CPU, spinning threads
     made forward passes and 128×128 eigendecompositions 20–40× slower. :func:`map_matrices` still runs one
-    matrix per core, and :func:`lib.steering.one_thread` is the scoped version, for a ``with`` block.
+    matrix per core, and :func:`one_thread` is the scoped version, for a ``with`` block.
     """
     import torch
     import transformers

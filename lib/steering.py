@@ -93,7 +93,6 @@ __all__ = [
     "matched_strength",
     "maybe_steer",
     "nearest_tokens",
-    "one_thread",
     "unit_embeddings",
     "prepare_edit",
     "projection_outputs",
@@ -126,21 +125,6 @@ Space = Literal["auto", "input", "output"]
 """Where a word's direction is read: input embeddings, the unembedding, or whichever the model has."""
 MATRICES: tuple[Matrix, ...] = ("O", "V")
 """Which weight :func:`steer` edits: the output matrix (the paper's edit) or the value matrix (a control)."""
-
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """Run torch and BLAS on one thread: for these small models on a busy shared CPU, spinning threads
-    made forward passes and 128×128 eigendecompositions 20–40× slower."""
-    from threadpoolctl import threadpool_limits
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with threadpool_limits(1):
-            yield
-    finally:
-        torch.set_num_threads(before)
-
 
 SOLVE_RCOND = 1e-8
 """``V_L`` counts as invertible when it is square and ``σ_min/σ_max`` exceeds this."""

@@ -14,7 +14,7 @@ from lib import steering
 from lib import steering_lab as sl
 
 
-pytestmark = pytest.mark.usefixtures("steering_one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

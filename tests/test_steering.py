@@ -15,7 +15,7 @@ from tiny_models import SEQ, VOCAB
 FAMILIES = ("bert", "albert", "gpt2", "gpt_neo", "llama", "olmo2", "gemma2")
 
 
-pytestmark = pytest.mark.usefixtures("steering_one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _random_model(tiny_dir, family, seed=0):

@@ -119,10 +119,10 @@ def check_sign_variant(fn: Callable[[Any, Any, float], Any], lab: Any = None, ve
     place. Cases: ``boat`` at α = 100 and 20, ``the`` at α = 100 (reference
     :func:`lib.steering_lab.sign_variant`); the mistakes named are listed in the module docstring.
     """
-    from lib import steering
     from lib import steering_lab as sl
+    from lib.parallel import one_thread
 
-    with steering.one_thread():  # small model: spinning BLAS threads made each case 20–40× slower
+    with one_thread():  # small model: spinning BLAS threads made each case 20–40× slower
         lab = _decoder_lab() if lab is None else lab
         return _sign_variant_cases(fn, lab, verbose, time_limit)
 
