@@ -50,6 +50,14 @@ def solution(chapter: str, name: str) -> dict:
     raise AssertionError(f"{chapter} has no solution block defining {name}")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _solutions_read():
+    """Read the solutions that the wrong answers below build on here, in the test process: a checker runs
+    each case in a child process, where a first read (seconds) would count against the case's time limit."""
+    solution("01_power_method.md", "my_power_method")
+    solution("01_power_method.md", "my_rates")
+
+
 def rejects(capsys, checker, fn, *more, message: str) -> str:
     """Assert that ``checker(fn, *more)`` returns False and prints ``message``; return the output."""
     capsys.readouterr()
@@ -602,3 +610,91 @@ def test_no_solution_is_printed_in_the_chapter_body(chapter):
         for code in sol.code:
             for fn in _statements(code):
                 assert fn not in shown, f"{chapter.name}: solution {sol.number} is printed in the body:\n{fn}"
+
+
+# -- the library's own version of what an exercise asks for is off while the student's code runs ------------------------
+def _off_cases():
+    """(checker, extra arguments, a one-line call of the library's own version, the name it must give)."""
+    import lib.nonnormal as nn
+    from lib import alignment_stats as als
+    from lib import bridge, spectra, steering
+    from lib.power import power_method, steps_needed  # bound in the "student's" namespace, as a student would
+
+    def gamma_rho_row(Xi, Xo, v):
+        row = als.gamma_rho(als.TokenStates.from_trajectories([np.stack([Xi, Xo])]), v[:, None], n_boot=0).iloc[0]
+        return row.gamma, row.rho
+
+    return [
+        (ex.check_spectral_summary, (), lambda F: (spectra.spectral_radius(F), spectra.gap_ratio(spectra.eigvals(F)),
+                                                   False), "lib.spectra.spectral_radius"),
+        (ex.check_power_method, (), lambda F, x0, T: power_method(F, x0, T)[-1], "lib.power.power_method"),
+        (ex.check_residual_rates, ([1.0, 0.5, 0.2],),
+         lambda e: (spectra.gap_ratio(e), spectra.gap_ratio(np.array(sorted(1 + e, key=abs, reverse=True)))),
+         "lib.spectra.gap_ratio"),
+        (ex.check_steps_needed, (), steps_needed, "lib.power.steps_needed"),
+        (ex.check_gamma_rho, (), gamma_rho_row, "lib.alignment_stats.gamma_rho"),
+        (ex.check_effective_rank, (), nn.effective_rank, "lib.nonnormal.effective_rank"),
+        (ex.check_effective_rank, (), lambda M: float(nn.cumulative_product(M[None]).erank[-1]),
+         "lib.nonnormal.cumulative_product"),
+        (ex.check_schur_normal, (), lambda M: nn.schur_normal(M), "lib.nonnormal.schur_normal"),
+        (ex.check_complex_fractions, (),
+         lambda Jp: (float(np.mean([nn.complex_fraction(J) for J in Jp])), nn.complex_fraction(Jp.mean(0))),
+         "lib.nonnormal.complex_fraction"),
+        (ex.check_truncated_funnel, (), lambda Js, k: float(nn.cumulative_product(Js, k).erank[-1]),
+         "lib.nonnormal.cumulative_product"),
+        (ex.check_steering_w, (), lambda V, u: steering.choose_w(V, u)[0], "lib.steering.choose_w"),
+        (ex.check_principal_angles, (), bridge.principal_angles, "lib.bridge.principal_angles"),
+        (ex.check_principal_angles, (), lambda A, B: np.sort(scipy.linalg.subspace_angles(A, B)),
+         "scipy.linalg.subspace_angles"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(13))
+def test_a_one_line_call_of_the_librarys_own_version_is_refused_by_name(capsys, index):
+    checker, more, one_liner, name = _off_cases()[index]
+    out = rejects(capsys, checker, one_liner, *more,
+                  message=f"{name} is off while this exercise is checked: write your own")
+    assert out.count("✗") == 1 and "more check" in out  # said once; the other cases are not run
+    fn = runner._resolve(name)
+    assert fn.__code__ is not runner._off_template.__code__ and "MESSAGE" not in fn.__code__.co_consts
+    assert not runner._SWAPPED
+
+
+def test_the_library_is_restored_in_this_process_after_an_error_and_a_time_out(capsys):
+    """Without a child process (time_limit=None, and the watched thread), call() swaps the code and swaps it back,
+    also when the student's code raises; after a time-out the checker restores it itself."""
+    from lib import power
+    from lib.power import power_method
+
+    original = power.power_method.__code__
+    F, x0 = np.diag([2.0, 1.0]), np.ones(2)
+
+    def raises(F, x0, steps):
+        raise ValueError("student bug")
+
+    assert ex.check_power_method(raises, time_limit=None) is False
+    assert power.power_method.__code__ is original and power_method(F, x0, 3).shape == (4, 2)
+    rejects(capsys, lambda fn: ex.check_power_method(fn, time_limit=None), lambda F, x0, T: power_method(F, x0, T)[-1],
+            message="lib.power.power_method is off")
+    assert power.power_method.__code__ is original
+
+    seen = {}
+
+    def hangs_after_calling(F, x0, steps):
+        try:
+            power_method(F, x0, steps)
+        except runner.LibraryOff as off:
+            seen["off"] = str(off)
+        while True:
+            pass
+
+    import pytest as _pytest
+    monkey = _pytest.MonkeyPatch()
+    monkey.setattr(runner, "FORK", False)
+    try:
+        rejects(capsys, lambda fn: ex.check_power_method(fn, time_limit=0.3), hangs_after_calling,
+                message="did not return within 0.3 s")
+    finally:
+        monkey.undo()
+    assert seen["off"].startswith("lib.power.power_method is off")
+    assert power.power_method.__code__ is original and not runner._SWAPPED

@@ -20,6 +20,10 @@ from lib.exercises.runner import (DEFAULT_TIME_LIMIT, Case, Wrong, as_array, as_
 __all__ = ["check_head_sum", "check_power_method", "check_residual_rates"]
 
 
+_OFF_POWER_METHOD = ("lib.power.power_method",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
+
+
 def check_power_method(fn: Callable[[np.ndarray, np.ndarray, int], Any], verbose: bool = True,
                        time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
     """Check ``fn(F, x0, steps) -> x_T``: the power method's iterate after ``steps`` steps, unit norm.
@@ -104,7 +108,7 @@ def check_power_method(fn: Callable[[np.ndarray, np.ndarray, int], Any], verbose
         Case("1e-3·F, 200 steps: no underflow", scaled(1e-3, 200)),
         Case("converges to v₁", converges),
         Case("leaves x0 unchanged", pure),
-    ], verbose, time_limit)
+    ], verbose, time_limit, off=_OFF_POWER_METHOD)
 
 
 class _HeadGuard(np.ndarray):
@@ -186,6 +190,10 @@ def _moduli_desc(M: np.ndarray) -> np.ndarray:
     return np.sort(np.abs(np.linalg.eigvals(M)))[::-1]
 
 
+_OFF_RESIDUAL_RATES = ("lib.spectra.gap_ratio",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
+
+
 def check_residual_rates(fn: Callable[[np.ndarray], Any], spectrum: Sequence[float], verbose: bool = True,
                          time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
     """Check exercise 1.3: ``fn(eigvals) -> (plain, residual)`` and the student's example ``spectrum``.
@@ -255,4 +263,4 @@ def check_residual_rates(fn: Callable[[np.ndarray], Any], spectrum: Sequence[flo
         Case("λ = (1, −0.9, 0.5): with I + F the runner-up is not λ₂", compare([1.0, -0.9, 0.5])),
         Case("λ = (2, −1.5, 0.3): the residual run is faster here", compare([2.0, -1.5, 0.3])),
         Case("your spectrum: the residual run converges to v₁, more slowly, at your rates", yours),
-    ], verbose, time_limit)
+    ], verbose, time_limit, off=_OFF_RESIDUAL_RATES)

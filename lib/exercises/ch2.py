@@ -38,6 +38,10 @@ def _brute_steps(ratio: float, tol: float) -> int:
     return T
 
 
+_OFF_STEPS_NEEDED = ("lib.power.steps_needed",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
+
+
 def check_steps_needed(fn: Callable[[float, float], Any], verbose: bool = True,
                        time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
     """Check ``fn(ratio, tol) -> int``: the fewest steps ``T`` with ``ratio^T ≤ tol`` (``0 < ratio < 1``).
@@ -69,7 +73,7 @@ def check_steps_needed(fn: Callable[[float, float], Any], verbose: bool = True,
              (0.1, 1e-10): "ratio = 0.1, tol = 1e-10 (an exact power)"}
     return run_cases("check_steps_needed", fn, [
         Case(names.get((r, t), f"ratio = {r}, tol = {t:g}"), case(r, t)) for r, t in grid
-    ], verbose, time_limit)
+    ], verbose, time_limit, off=_OFF_STEPS_NEEDED)
 
 
 def check_bipartite_condition(fn: Callable[[float, int, int], Any], verbose: bool = True,
@@ -221,6 +225,10 @@ def check_causal_bipartite(fn: Callable[[float, list[int]], Any], verbose: bool 
     ], verbose, time_limit)
 
 
+_OFF_RESIDUAL_RADIUS = ("lib.dynamics.consensus_jacobian_radius",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
+
+
 def check_residual_radius(fn: Callable[[np.ndarray, int], Any], verbose: bool = True,
                           time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
     """Check ``fn(eigvals, k) -> float``: the spectral radius of the one-layer Jacobian at consensus on
@@ -271,4 +279,4 @@ def check_residual_radius(fn: Callable[[np.ndarray, int], Any], verbose: bool = 
     cases = [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("c", 0), ("c", 1)]
     return run_cases("check_residual_radius", fn, [
         Case(f"spectrum {name}, consensus on v{subscript(k + 1)}", case(name, k)) for name, k in cases
-    ], verbose, time_limit)
+    ], verbose, time_limit, off=_OFF_RESIDUAL_RADIUS)

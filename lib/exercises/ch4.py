@@ -26,6 +26,10 @@ from lib.nonnormal import (complex_fraction, cumulative_product, effective_rank,
 __all__ = ["check_complex_fractions", "check_effective_rank", "check_schur_normal", "check_truncated_funnel"]
 
 
+_OFF_EFFECTIVE_RANK = ("lib.nonnormal.effective_rank", "lib.nonnormal.cumulative_product", "lib.cumulative.erank_from_singular_values", "lib.cumulative.cumulative_effective_rank", "lib.funnel_stats.funnel_eranks",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
+
+
 def check_effective_rank(fn: Callable[[np.ndarray], Any], verbose: bool = True,
                          time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
     """Check ``fn(M) -> float``: ``exp(−Σ p_i log p_i)`` with ``p_i = σ_i²/Σσ_j²`` (``p_i = 0`` dropped)."""
@@ -62,7 +66,7 @@ def check_effective_rank(fn: Callable[[np.ndarray], Any], verbose: bool = True,
         return run
 
     return run_cases("check_effective_rank", fn, [Case(name, case(M)) for name, M in cases.items()],
-                     verbose, time_limit)
+                     verbose, time_limit, off=_OFF_EFFECTIVE_RANK)
 
 
 def _block_diagonal(N: np.ndarray) -> bool:
@@ -70,6 +74,10 @@ def _block_diagonal(N: np.ndarray) -> bool:
     off = np.abs(np.triu(N, 2)) + np.abs(np.tril(N, -2))
     sub = np.abs(np.diag(N, -1))
     return bool(off.max(initial=0) < 1e-12 and np.all((sub[1:] < 1e-12) | (sub[:-1] < 1e-12)))
+
+
+_OFF_SCHUR_NORMAL = ("lib.nonnormal.schur_normal", "lib.nonnormal.both_controls", "lib.nonnormal.control_matrices",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
 
 
 def check_schur_normal(fn: Callable[[np.ndarray], Any], verbose: bool = True,
@@ -120,11 +128,15 @@ def check_schur_normal(fn: Callable[[np.ndarray], Any], verbose: bool = True,
 
     return run_cases("check_schur_normal", fn, [
         Case(f"d = {d} ({n_pairs(d)} complex pair{'s' if n_pairs(d) != 1 else ''})", case(d)) for d in mats
-    ], verbose, time_limit)
+    ], verbose, time_limit, off=_OFF_SCHUR_NORMAL)
 
 
 def _rotation(theta: float) -> np.ndarray:
     return np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])
+
+
+_OFF_COMPLEX_FRACTIONS = ("lib.nonnormal.complex_fraction", "lib.nonnormal.layer_metrics", "lib.funnel_stats.spectral_metrics",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
 
 
 def check_complex_fractions(fn: Callable[[np.ndarray], Any], verbose: bool = True,
@@ -182,7 +194,11 @@ def check_complex_fractions(fn: Callable[[np.ndarray], Any], verbose: bool = Tru
             raise Wrong("your function modified the stack Jp in place")
 
     return run_cases("check_complex_fractions", fn, [Case(name, case(Jp)) for name, Jp in cases.items()]
-                     + [Case("leaves Jp unchanged", pure)], verbose, time_limit)
+                     + [Case("leaves Jp unchanged", pure)], verbose, time_limit, off=_OFF_COMPLEX_FRACTIONS)
+
+
+_OFF_TRUNCATED_FUNNEL = ("lib.nonnormal.cumulative_product", "lib.nonnormal.funnel_variants", "lib.cumulative.cumulative_effective_rank", "lib.funnel_stats.funnel_eranks",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
 
 
 def check_truncated_funnel(fn: Callable[[np.ndarray, int], Any], verbose: bool = True,
@@ -236,4 +252,4 @@ def check_truncated_funnel(fn: Callable[[np.ndarray, int], Any], verbose: bool =
         Case("four random 10 × 10 Jacobians, k = 3", case(rand, 3)),
         Case("the same, k = d = 10 (no truncation)", case(rand, 10)),
         Case("the same in reverse block order, k = 3", case(rand[::-1].copy(), 3)),
-    ], verbose, time_limit)
+    ], verbose, time_limit, off=_OFF_TRUNCATED_FUNNEL)

@@ -184,9 +184,12 @@ def _off_template(*args: Any, **kwargs: Any) -> Any:
 
 
 def _resolve(name: str) -> Any:
-    """The function called ``name`` (``"lib.power.power_method"``), which must be a plain Python function."""
+    """The function called ``name`` (``"lib.power.power_method"``): a plain Python function, or the one a
+    decorator wraps (``__wrapped__``), whose code is then the one swapped."""
     module, _, attr = name.rpartition(".")
     fn = getattr(importlib.import_module(module), attr)
+    while getattr(fn, "__closure__", None) and hasattr(fn, "__wrapped__"):  # a decorator's wrapper (SciPy's)
+        fn = fn.__wrapped__
     if not hasattr(fn, "__code__") or fn.__closure__:
         raise TypeError(f"{name} is not a plain module-level function; it cannot be turned off")
     return fn
