@@ -372,8 +372,8 @@ def test_principal_angles_rejects_no_orthonormalisation_and_arccos_only(capsys):
     rejects(capsys, ex.check_principal_angles, no_qr, message="orthonormalize the bases first")
     out = rejects(capsys, ex.check_principal_angles, arccos_only, message="take small angles from the sines")
     assert "✗ a nearly parallel line" in out and "✓ non-orthonormal inputs" in out
-    rejects(capsys, ex.check_principal_angles, lambda A, B: np.degrees(scipy.linalg.subspace_angles(A, B))[::-1],
-            message="return radians, not degrees")
+    good = solution("06_two_views.md", "my_principal_angles")["my_principal_angles"]  # SciPy's is off in the check
+    rejects(capsys, ex.check_principal_angles, lambda A, B: np.degrees(good(A, B)), message="return radians, not degrees")
 
 
 def test_attention_path_rejects_the_wrong_order(capsys):
@@ -414,7 +414,7 @@ def test_an_infinite_loop_is_stopped_and_its_line_shown(capsys):
     out = rejects(capsys, lambda fn: ex.check_steps_needed(fn, time_limit=0.2), _looping,
                   message="did not return within 0.2 s while at line")
     assert "in _looping" in out and ("T += 1" in out or "while True:" in out) and "an infinite loop?" in out
-    assert out.count("did not return within") == 1 and "… 5 more checks not run (this case ran out of time)" in out
+    assert out.count("did not return within") == 1 and "… 6 more checks not run (this case ran out of time)" in out
     assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL)[0] == 0
 
 
@@ -454,7 +454,7 @@ def test_a_student_except_cannot_swallow_the_time_limit(capsys, student):
     out = rejects(capsys, lambda fn: ex.check_steps_needed(fn, time_limit=0.5), student,
                   message="did not return within 0.5 s while at line")
     assert time.monotonic() - t0 < 0.5 + 10  # the limit, a second's grace, and the fork (generous: a busy machine)
-    assert f"in {student.__name__}" in out and "0/6 checks passed." in out
+    assert f"in {student.__name__}" in out and "0/7 checks passed." in out
 
 
 def test_a_crash_of_the_students_code_is_reported(capsys):
@@ -698,3 +698,132 @@ def test_the_library_is_restored_in_this_process_after_an_error_and_a_time_out(c
         monkey.undo()
     assert seen["off"].startswith("lib.power.power_method is off")
     assert power.power_method.__code__ is original and not runner._SWAPPED
+
+
+# -- wrong answers that earlier checkers accepted (issue 26), each with the case that now rejects it -------------------
+def test_energy_ratio_rejects_the_first_eigenvalue_lapack_returns(capsys):
+    out = rejects(capsys, ex.check_energy_ratio,
+                  lambda F: np.linalg.norm(F, axis=(1, 2)) / np.abs(np.linalg.eigvals(F)[:, 0]),
+                  message="np.linalg.eigvals returns the eigenvalues in no particular order")
+    assert "✗ four non-normal layers" in out
+
+
+def test_energy_ratio_toy_has_a_layer_lapack_lists_unsorted():
+    """Guards the case's construction: LAPACK's first eigenvalue of the fourth layer is not its λ₁."""
+    from lib import toys
+
+    M = toys.matrix_with_spectrum([1.5, -1.2, 0.9] + list(np.linspace(0.6, 0.1, 8))[:-1], seed=3, cond=8.0)
+    lams = np.linalg.eigvals(M)
+    assert abs(lams[0]) < np.abs(lams).max()
+
+
+@pytest.mark.parametrize("product", [lambda O, V: np.einsum("ij,jk->ik", O, V), lambda O, V: np.einsum("ij,jk", O, V),
+                                     lambda O, V: np.tensordot(O, V, 1), lambda O, V: np.tensordot(O, V, axes=([1], [0]))],
+                         ids=["einsum", "einsum implicit", "tensordot", "tensordot axes"])
+def test_head_sum_rejects_one_einsum_or_tensordot_over_all_heads(capsys, product):
+    rejects(capsys, ex.check_head_sum, lambda O, V, H: product(O, V), message="an einsum or tensordot over them")
+
+
+def test_head_sum_names_a_missing_head_not_the_head_width(capsys):
+    def drop_last(O, V, H):
+        dh = V.shape[0] // H
+        return sum(O[:, h * dh:(h + 1) * dh] @ V[h * dh:(h + 1) * dh] for h in range(H - 1))
+
+    def drop_first(O, V, H):
+        dh = V.shape[0] // H
+        return sum(O[:, h * dh:(h + 1) * dh] @ V[h * dh:(h + 1) * dh] for h in range(1, H))
+
+    def head_zero_each_time(O, V, H):
+        dh = V.shape[0] // H
+        return sum(O[:, :dh] @ V[:dh] for h in range(H))
+
+    out = rejects(capsys, ex.check_head_sum, drop_last, message="the last head is missing")
+    assert "d // n_heads" not in out
+    rejects(capsys, ex.check_head_sum, drop_first, message="the first head (h = 0) is missing")
+    rejects(capsys, ex.check_head_sum, head_zero_each_time, message="every term is head 0's")
+
+
+def test_residual_rates_rejects_the_forgotten_modulus_and_lambda_1_as_the_winner(capsys):
+    def no_modulus(eigvals):  # issue 26: passed all four earlier cases (none had 1 + λ < 0 large)
+        plain = np.sort(np.abs(eigvals))[::-1]
+        shifted = np.sort(1 + eigvals)[::-1]
+        return plain[1] / plain[0], shifted[1] / shifted[0]
+
+    def lambda_1_wins(eigvals):
+        plain = np.sort(np.abs(eigvals))[::-1]
+        shifted = np.abs(1 + eigvals)
+        return plain[1] / plain[0], shifted[1:].max() / shifted[0]
+
+    out = rejects(capsys, ex.check_residual_rates, no_modulus, [1.0, 0.5, 0.2],
+                  message="take the modulus |1 + λ| before sorting: here 1 + λ₁ = -2")
+    assert "✗ λ = (−3, 2, 0.5)" in out
+    rejects(capsys, ex.check_residual_rates, lambda_1_wins, [1.0, 0.5, 0.2],
+            message="the largest |1 + λ| need not be λ₁'s")
+
+
+def test_steps_needed_rejects_a_negative_count(capsys):
+    out = rejects(capsys, ex.check_steps_needed, lambda r, tol: math.ceil(math.log(tol) / math.log(r) - 1e-9),
+                  message="T counts layers, T ≥ 0")
+    assert "✗ ratio = 0.5, tol = 2 (reached before any layer: T = 0)" in out
+
+
+def test_gamma_rho_names_more_wrong_definitions(capsys):
+    def cos(X, v, whole=False):
+        return np.abs(X @ v) / (np.linalg.norm(X) if whole else np.linalg.norm(X, axis=1))
+
+    rejects(capsys, ex.check_gamma_rho, lambda Xi, Xo, v: (cos(Xi, v).mean(), (cos(Xo, v) > cos(Xi, v)).mean()),
+            message="not of its inputs X_in")
+    rejects(capsys, ex.check_gamma_rho,
+            lambda Xi, Xo, v: (cos(Xo, v, True).mean(), (cos(Xo, v, True) > cos(Xi, v, True)).mean()),
+            message="not by the norm of the whole matrix")
+    rejects(capsys, ex.check_gamma_rho, lambda Xi, Xo, v: (cos(Xo, v).mean(), (cos(Xo, v) < cos(Xi, v)).mean()),
+            message="not those where it decreases")
+    rejects(capsys, ex.check_gamma_rho, lambda Xi, Xo, v: ((cos(Xo, v) > cos(Xi, v)).mean(), cos(Xo, v).mean()),
+            message="in the order (gamma, rho)")
+    rejects(capsys, ex.check_gamma_rho, lambda Xi, Xo, v: (cos(Xo, v).mean(), 0.5),
+            message="γ is right, ρ is not")
+    rejects(capsys, ex.check_gamma_rho, lambda Xi, Xo, v: (0.5, (cos(Xo, v) > cos(Xi, v)).mean()),
+            message="ρ is right, γ is not")
+
+
+def test_effective_rank_names_more_wrong_forms(capsys):
+    def entropy_rank(M, weights, log=np.log):
+        p = weights(M)
+        p = p[p > 0] / p.sum()
+        return float(np.exp(-np.sum(p * log(p))))
+
+    def sv2(M):
+        return np.linalg.svd(M, compute_uv=False) ** 2
+
+    rejects(capsys, ex.check_effective_rank, lambda M: 1 / entropy_rank(M, sv2), message="mind the minus sign")
+    rejects(capsys, ex.check_effective_rank, lambda M: entropy_rank(M, lambda A: np.abs(np.linalg.eigvals(A)) ** 2),
+            message="not the moduli of the eigenvalues")
+    rejects(capsys, ex.check_effective_rank, lambda M: entropy_rank(M, sv2, np.log2), message="not exp of log2")
+
+
+def test_schur_normal_names_the_wrong_rotation_back(capsys):
+    def transposed_back(M):
+        T, Q = scipy.linalg.schur(M, output="real")
+        return Q.T @ _normal_T(T) @ Q
+
+    rejects(capsys, ex.check_schur_normal, transposed_back, message="not Qᵀ T_N Q")
+
+
+def test_principal_angles_names_cosines_returned_for_angles(capsys):
+    def cosines(A, B):
+        s = np.linalg.svd(np.linalg.qr(A)[0].T @ np.linalg.qr(B)[0], compute_uv=False)
+        return np.sort(np.clip(s, 0, 1))
+
+    rejects(capsys, ex.check_principal_angles, cosines, message="those are the cosines")
+
+
+def test_relative_update_names_more_mistakes(capsys):
+    def ratio(Js, Jc, lay, norm=np.linalg.norm, power=1, single=False):
+        R = np.eye(len(Jc)) if lay == "pre-norm" else np.zeros_like(Jc)
+        return float((norm(Jc - Js) / norm((Js if single else Jc) - R)) ** power)
+
+    rejects(capsys, ex.check_relative_update, lambda Js, Jc, lay: ratio(Js, Jc, lay, power=2), message="the square")
+    rejects(capsys, ex.check_relative_update, lambda Js, Jc, lay: ratio(Js, Jc, lay, norm=lambda A: np.linalg.norm(A, 2)),
+            message="not the spectral norm")
+    rejects(capsys, ex.check_relative_update, lambda Js, Jc, lay: ratio(Js, Jc, lay, single=True),
+            message="not the single-token one")

@@ -105,19 +105,24 @@ def check_energy_ratio(fn: Callable[[np.ndarray], Any], verbose: bool = True,
     """Check ``fn(F) -> (L,)``: ``‖F_t‖_F / |λ_{1,t}|`` for every matrix of an ``(L, d, d)`` stack.
 
     Rejected by name: the spectral norm ``σ₁`` in place of ``|λ₁|`` (they differ for a non-normal matrix),
-    the squared Frobenius norm, a signed ``λ₁``, and a stack modified in place.
+    the squared Frobenius norm, a signed ``λ₁``, the first eigenvalue LAPACK returns (unsorted: the fourth
+    layer's is not ``λ₁``), and a stack modified in place.
     """
     d = 10
     rest = list(np.linspace(0.6, 0.1, d - 2))
     F = np.stack([toys.matrix_with_spectrum([s * 2.0, 1.0] + rest, seed=k, cond=8.0)
-                  for k, s in enumerate((1, -1, 1))])
+                  for k, s in enumerate((1, -1, 1))]
+                 + [toys.matrix_with_spectrum([1.5, -1.2, 0.9] + rest[:-1], seed=3, cond=8.0)])  # LAPACK: −1.2 first
     lam1 = np.array([abs(spectra.eigvals(M)[0]) for M in F])
     want = np.linalg.norm(F, axis=(1, 2)) / lam1
 
     def values() -> None:
-        got = as_array(call(fn, F.copy()), (3,), "the ratios")
+        got = as_array(call(fn, F.copy()), (len(F),), "the ratios")
         if np.allclose(got, want, rtol=1e-8):
             return
+        if np.allclose(got, np.linalg.norm(F, axis=(1, 2)) / np.abs(np.linalg.eigvals(F)[:, 0]), rtol=1e-8):
+            raise Wrong("np.linalg.eigvals returns the eigenvalues in no particular order (layer 4's first is −1.2, "
+                        "its λ₁ is 1.5): take the largest modulus, np.abs(...).max(axis=-1)")
         if np.allclose(got, np.linalg.norm(F, axis=(1, 2)) / np.linalg.norm(F, 2, axis=(1, 2)), rtol=1e-8):
             raise Wrong("you divided by the spectral norm σ₁ = ‖F‖₂; the exercise asks for |λ₁|, which is "
                         "smaller for a non-normal matrix")
@@ -134,6 +139,6 @@ def check_energy_ratio(fn: Callable[[np.ndarray], Any], verbose: bool = True,
             raise Wrong("your function modified the stack F in place")
 
     return run_cases("check_energy_ratio", fn, [
-        Case("three non-normal layers (one with λ₁ < 0)", values),
+        Case("four non-normal layers (one with λ₁ < 0, one whose eigenvalues LAPACK lists unsorted)", values),
         Case("leaves F unchanged", pure),
     ], verbose, time_limit)

@@ -49,7 +49,7 @@ def check_steps_needed(fn: Callable[[float, float], Any], verbose: bool = True,
     The reference counts by brute force. Two cases have ``tol`` an exact power of ``ratio``
     (``0.5^10`` in binary, ``0.1^10`` in decimal): there ``T`` is that power, which a ``while e >= tol``
     loop overshoots by one, and so does ``ceil(log(tol)/log(ratio))`` when the quotient rounds to
-    ``10.000000000000002``.
+    ``10.000000000000002``. One has ``tol > 1``: ``T = 0``, where that quotient is negative.
     """
     def case(ratio: float, tol: float) -> Callable[[], None]:
         def run() -> None:
@@ -63,14 +63,18 @@ def check_steps_needed(fn: Callable[[float, float], Any], verbose: bool = True,
                     how += (f"; ceil(log(tol)/log(ratio)) rounds {quotient!r} up to {got}: subtract a small slack "
                             "before rounding up")
                 raise Wrong(f"got {got}, expected {want}: here tol = ratio^{want} exactly, and ≤ counts equality ({how})")
+            if got < 0:
+                raise Wrong(f"got {got}: T counts layers, T ≥ 0; here ratio⁰ = 1 ≤ tol already, so T = 0 "
+                            "(log(tol)/log(ratio) is negative when tol > 1: take max(0, …))")
             if got == want - 1:
                 raise Wrong(f"got {got}, expected {want}: ratio^{got} = {ratio**got:.3g} is still > tol; round up")
             raise Wrong(f"got {got}, expected {want}: the fewest T with ratio^T ≤ tol")
         return run
 
-    grid = [(0.5, 1e-3), (0.9, 1e-6), (0.99, 1e-3), (0.1, 0.5), (0.5, 0.5**10), (0.1, 1e-10)]
+    grid = [(0.5, 1e-3), (0.9, 1e-6), (0.99, 1e-3), (0.1, 0.5), (0.5, 0.5**10), (0.1, 1e-10), (0.5, 2.0)]
     names = {(0.5, 0.5**10): "ratio = 0.5, tol = 0.5^10 (an exact power)",
-             (0.1, 1e-10): "ratio = 0.1, tol = 1e-10 (an exact power)"}
+             (0.1, 1e-10): "ratio = 0.1, tol = 1e-10 (an exact power)",
+             (0.5, 2.0): "ratio = 0.5, tol = 2 (reached before any layer: T = 0)"}
     return run_cases("check_steps_needed", fn, [
         Case(names.get((r, t), f"ratio = {r}, tol = {t:g}"), case(r, t)) for r, t in grid
     ], verbose, time_limit, off=_OFF_STEPS_NEEDED)

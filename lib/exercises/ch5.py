@@ -132,6 +132,7 @@ def check_sign_variant(fn: Callable[[Any, Any, float], Any], lab: Any = None, ve
 
     with steering.one_thread():  # small model: spinning BLAS threads made each case 20–40× slower
         lab = _decoder_lab() if lab is None else lab
+        lab.head_outputs(-1)  # cached here, once: each case runs in a child process, whose caches are lost
         return _sign_variant_cases(fn, lab, verbose, time_limit)
 
 

@@ -34,6 +34,7 @@ import contextlib
 import ctypes
 import gc
 import importlib
+import inspect
 import io
 import math
 import os
@@ -46,6 +47,7 @@ import sysconfig
 import threading
 import time
 import traceback
+import types
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -66,6 +68,7 @@ __all__ = [
     "as_int",
     "as_pair",
     "call",
+    "recording",
     "run_cases",
     "subscript",
 ]
@@ -218,6 +221,41 @@ def _library_off(functions: Sequence[tuple[str, Any]]) -> Iterator[None]:
     finally:
         for fn in reversed(mine):
             fn.__code__ = _SWAPPED.pop(fn)
+
+
+_RECORDING: dict[str, tuple[Any, list[dict[str, Any]], inspect.Signature]] = {}
+
+
+def _recorded(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    original, calls, signature = _RECORDING[name]
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    calls.append(dict(bound.arguments))
+    return original(*args, **kwargs)
+
+
+def _record_template(*args: Any, **kwargs: Any) -> Any:
+    return __import__("lib.exercises.runner", fromlist=["_recorded"])._recorded("MESSAGE", args, kwargs)
+
+
+@contextlib.contextmanager
+def recording(name: str) -> Iterator[list[dict[str, Any]]]:
+    """The arguments of every call of the library function ``name`` made meanwhile (each a dict of its bound
+    arguments, defaults applied), however it was reached: its code is swapped, as for a function that is off,
+    for one that records the call and then runs a copy of the original."""
+    fn = _resolve(name)
+    original = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    original.__kwdefaults__ = fn.__kwdefaults__
+    calls: list[dict[str, Any]] = []
+    _RECORDING[name] = (original, calls, inspect.signature(fn))
+    code, template = fn.__code__, _record_template.__code__
+    fn.__code__ = template.replace(co_consts=tuple(name if c == "MESSAGE" else c for c in template.co_consts),
+                                   co_name=code.co_name, co_qualname=code.co_qualname)
+    try:
+        yield calls
+    finally:
+        fn.__code__ = code
+        _RECORDING.pop(name, None)
 
 
 def _restore_library() -> None:
