@@ -827,3 +827,19 @@ def test_relative_update_names_more_mistakes(capsys):
             message="not the spectral norm")
     rejects(capsys, ex.check_relative_update, lambda Js, Jc, lay: ratio(Js, Jc, lay, single=True),
             message="not the single-token one")
+
+
+def test_spectral_summary_rejects_deduplicated_moduli_and_any_complex_eigenvalue(capsys):
+    def unique_moduli(F):  # skips the partner by deduplicating moduli: also skips a real λ = −2 beside λ₁ = 2
+        lams = np.linalg.eigvals(F)
+        m = np.unique(np.round(np.abs(lams), 10))
+        return m[-1], m[-2] / m[-1], bool(abs(lams[np.argmax(np.abs(lams))].imag) > 1e-9)
+
+    def any_complex(F):
+        lams = np.linalg.eigvals(F)
+        lams = lams[np.argsort(-np.abs(lams), kind="stable")]
+        following = lams[2] if abs(lams[0].imag) > 1e-12 else lams[1]
+        return abs(lams[0]), abs(following) / abs(lams[0]), bool(np.any(np.abs(lams.imag) > 1e-12))
+
+    rejects(capsys, ex.check_spectral_summary, unique_moduli, message="is real, not λ₁'s conjugate partner")
+    rejects(capsys, ex.check_spectral_summary, any_complex, message="test λ₁ alone")

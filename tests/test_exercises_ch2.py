@@ -49,7 +49,7 @@ def _prefix_rule(c, signs, gain, self_in=True):
 # -- exercise 2.2 ---------------------------------------------------------------------------------------------------
 def test_causal_bipartite_solution_passes(capsys):
     assert ex.check_causal_bipartite(causal) is True
-    assert "7/7 checks passed" in capsys.readouterr().out
+    assert "8/8 checks passed" in capsys.readouterr().out
 
 
 def test_causal_bipartite_rejects_the_unmasked_proposition(capsys):
@@ -124,3 +124,16 @@ def test_no_exercise_answer_is_stated_above_it():
     assert "causal" not in body.lower()
     assert not re.search(r"\|1 \+ \\lambda", body)
     assert "max(1" not in body
+
+
+def test_causal_bipartite_rejects_checking_only_each_groups_first_token(capsys):
+    def first_tokens(c, signs):  # the first token of a group has the fewest of its own: but not the fewest relative
+        for s0 in set(signs):
+            i = signs.index(s0)
+            if not math.exp(2 * c) > i:
+                return False
+        return True
+
+    out = rejects(capsys, ex.check_causal_bipartite, first_tokens,
+                  message="token 6 sees 2 of its own group (itself included) and 4 of the other")
+    assert "✗ c = 0.3: a group's first token holds, its last flips" in out

@@ -33,12 +33,14 @@ def check_spectral_summary(fn: Callable[[np.ndarray], Any], verbose: bool = True
 
     ``radius = |λ₁|``; ``gap_ratio = |λ_next| / |λ₁|`` where ``λ_next`` is the largest eigenvalue in modulus
     that is not ``λ₁`` or its conjugate partner; ``is_complex`` says whether ``λ₁`` is non-real. Rejected by
-    name: counting the conjugate partner as "next" (gap ratio 1), sorting by real part instead of modulus,
-    a signed ratio ``λ₂/λ₁``.
+    name: counting the conjugate partner as "next" (gap ratio 1), skipping a real eigenvalue of the same modulus
+    (``λ = 2, −2``: gap ratio 1), sorting by real part instead of modulus, a signed ratio ``λ₂/λ₁``, an
+    ``is_complex`` that looks at other eigenvalues than ``λ₁``.
     """
     d = 12
     rest = list(np.linspace(0.5, 0.05, d - 3))
-    real = toys.matrix_with_spectrum([2.0, 1.2, 0.9] + rest, seed=1, cond=3.0)
+    real = toys.matrix_with_spectrum([2.0, 1.2, 0.9] + rest[:-2] + [0.3 * np.exp(1j)], seed=1, cond=3.0)
+    tie = toys.matrix_with_spectrum([2.0, -2.0, 0.9] + rest, seed=4, cond=3.0)
     negative = toys.matrix_with_spectrum([-2.0, 1.5, 0.7] + rest, seed=2, cond=3.0)
     pair = 1.5 * np.exp(1j * np.pi / 5)
     cplx = toys.matrix_with_spectrum([pair, 0.9] + rest, seed=3, cond=3.0)
@@ -55,16 +57,21 @@ def check_spectral_summary(fn: Callable[[np.ndarray], Any], verbose: bool = True
                 raise Wrong(f"radius {r:.6g}, expected |λ₁| = {radius:.6g}")
             if is_cplx and abs(g - 1) < 1e-8:
                 raise Wrong("gap ratio 1: λ₁'s conjugate partner has the same modulus and is not 'next'; skip it")
+            if not is_cplx and abs(gap - 1) < 1e-8 and abs(g - 1) > 1e-8:
+                raise Wrong(f"gap ratio {g:.6g}, expected 1: −2 has the modulus of λ₁ = 2 but is real, not λ₁'s "
+                            "conjugate partner; only a non-real λ₁'s partner is skipped")
             if g < 0:
                 raise Wrong(f"gap ratio {g:.6g} is negative: it is a ratio of moduli, |λ_next| / |λ₁|")
             if abs(g - gap) > 1e-8:
                 raise Wrong(f"gap ratio {g:.6g}, expected |λ_next| / |λ₁| = {gap:.6g}")
             if c != is_cplx:
-                raise Wrong(f"is_complex = {c}, but λ₁ is {'non-real' if is_cplx else 'real'}")
+                raise Wrong(f"is_complex = {c}, but λ₁ is {'non-real' if is_cplx else 'real'}"
+                            + ("" if is_cplx else " (other eigenvalues are complex here: test λ₁ alone)"))
         return run
 
     return run_cases("check_spectral_summary", fn, [
-        Case("real λ₁ = 2, next 1.2", case(real, 2.0, 0.6, False)),
+        Case("real λ₁ = 2, next 1.2 (a complex pair further down)", case(real, 2.0, 0.6, False)),
+        Case("real λ₁ = 2 and λ₂ = −2, a tie that is no conjugate pair (gap ratio 1)", case(tie, 2.0, 1.0, False)),
         Case("negative λ₁ = −2, next 1.5 (order by modulus)", case(negative, 2.0, 0.75, False)),
         Case("complex pair 1.5·exp(±iπ/5), next 0.9 (skip the partner)", case(cplx, 1.5, 0.6, True)),
     ], verbose, time_limit, off=_OFF_SPECTRAL_SUMMARY)

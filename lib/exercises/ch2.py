@@ -223,6 +223,7 @@ def check_causal_bipartite(fn: Callable[[float, list[int]], Any], verbose: bool 
         (0.4, [1, 1, 1, -1], "one late token against three, c = 0.4"),
         (0.6, [1, 1, 1, -1], "one late token against three, c = 0.6"),
         (0.3, [-1, 1, 1, 1], "the minority first"),
+        (0.3, [1, -1, -1, -1, -1, 1], "a group's first token holds, its last flips"),
     ]
     return run_cases("check_causal_bipartite", fn, [
         Case(f"c = {c}: {name}", case(c, signs)) for c, signs, name in grid
