@@ -457,6 +457,24 @@ def test_a_student_except_cannot_swallow_the_time_limit(capsys, student):
     assert f"in {student.__name__}" in out and "0/7 checks passed." in out
 
 
+def test_a_later_case_that_hangs_keeps_the_earlier_results(capsys):
+    """All cases run in turn in one child process; each has its own limit, counted from the one before."""
+    good = solution("02_shared_weights.md", "my_steps_needed")["my_steps_needed"]
+
+    def hangs_on_the_third(ratio, tol):
+        while ratio == 0.99:
+            try:
+                pass
+            except BaseException:  # noqa: BLE001
+                pass
+        return good(ratio, tol)
+
+    out = rejects(capsys, lambda fn: ex.check_steps_needed(fn, time_limit=0.5), hangs_on_the_third,
+                  message="✗ ratio = 0.99, tol = 0.001: did not return within 0.5 s")
+    assert "✓ ratio = 0.5, tol = 0.001" in out and "✓ ratio = 0.9, tol = 1e-06" in out
+    assert "… 4 more checks not run (this case ran out of time)" in out and "2/7 checks passed." in out
+
+
 def test_a_crash_of_the_students_code_is_reported(capsys):
     import os
 

@@ -3,12 +3,15 @@
 A checker takes the student's function, builds a list of :class:`Case` s and hands them to
 :func:`run_cases`, which
 
-* runs each case where it can be killed: on Linux and other POSIX systems but macOS, in a forked child
-  process (:func:`os.fork`; the case's result, a few strings, comes back through a pipe) that is killed
-  (``SIGKILL``) when its time is up, so no ``except:`` or ``except BaseException`` in the student's code
+* runs the cases where they can be killed: on Linux and other POSIX systems but macOS, in turn in one forked
+  child process (:func:`os.fork`, once per checker call; each case's outcome, a few strings, comes back
+  through a pipe as it finishes, so nothing the student returns has to be picklable) that is killed
+  (``SIGKILL``) when a case's time is up, so no ``except:`` or ``except BaseException`` in the student's code
   can hold the limit off, and a crash of the student's code (``os._exit``, a segfault) is reported, not
   suffered; a hung case costs only its own points: the checker prints ✗ "did not return within N s" with
-  the line it was stuck on, skips its other cases and returns ``False``, and the notebook goes on. Where
+  the line it was stuck on, skips its other cases and returns ``False``, and the notebook goes on. The
+  child uses one torch thread (the parent's OpenMP pool does not survive a fork) and its changes (caches,
+  a student's side effects) are lost with it. Where
   ``fork`` is missing or unsafe (Windows; macOS, whose system libraries are not fork-safe) the case runs in
   a watched thread instead, which is stopped if it can be and otherwise left behind when its time is up;
 * prints ``✓``/``✗`` for each case as soon as it finishes (with what the student's code printed, which a
@@ -394,9 +397,10 @@ def _send(fd: int, message: dict[str, Any]) -> None:
         data = data[os.write(fd, data):]
 
 
-def _child(case: Case, fd: int) -> None:
-    """In the forked child: run the case, send back its outcome and what was printed; on ``SIGUSR1`` (the
-    parent's "time is up"), send where the student's code was instead. The caller ``os._exit`` s."""
+def _child(cases: list[Case], fd: int) -> None:
+    """In the forked child: run the cases in turn, sending back each one's outcome and what was printed meanwhile,
+    until one stops the rest; on ``SIGUSR1`` (the parent's "time is up"), send where the student's code was
+    instead. The caller ``os._exit`` s."""
     gc.freeze()  # the parent's objects (sockets of the kernel...) are never finalised here
     out = io.StringIO()
     sys.stdout = sys.stderr = out
@@ -409,9 +413,15 @@ def _child(case: Case, fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the kernel's interrupt ends the child at once
     if "torch" in sys.modules:  # the parent's OpenMP thread pool does not survive a fork: one thread here
         sys.modules["torch"].set_num_threads(1)
-    outcome = _run_here(case)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})  # the outcome is sent whole
-    _send(fd, {"outcome": outcome, "printed": out.getvalue()})
+    for case in cases:
+        outcome = _run_here(case)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})  # an outcome is sent whole
+        _send(fd, {"outcome": outcome, "printed": out.getvalue()})
+        out.seek(0)
+        out.truncate()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+        if outcome.stop:
+            break
 
 
 def _describe(status: int) -> str:
@@ -422,8 +432,18 @@ def _describe(status: int) -> str:
     return f"exit status {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else f"status {status}"
 
 
-def _run_forked(case: Case, limit: float) -> tuple[_Outcome, str]:
-    """Run one case in a forked child, killed after ``limit`` s (plus a second to say where it was)."""
+def _messages(data: bytearray) -> Iterator[dict[str, Any]]:
+    """Take every complete message off the front of ``data``."""
+    while len(data) >= 8 and len(data) >= 8 + (n := struct.unpack("<Q", data[:8])[0]):
+        message = pickle.loads(bytes(data[8:8 + n]))
+        del data[:8 + n]
+        yield message
+
+
+def _run_forked(cases: list[Case], limit: float) -> Iterator[tuple[_Outcome, str]]:
+    """Run the cases in one forked child, in turn; each has ``limit`` s from the end of the one before (and a
+    second more to say where it was stuck). The child is killed when a case runs out of time, when the caller
+    stops listening, and at the end."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
@@ -434,43 +454,52 @@ def _run_forked(case: Case, limit: float) -> tuple[_Outcome, str]:
     if pid == 0:  # the child: never returns into the caller's code
         try:
             os.close(r)
-            _child(case, w)
+            _child(cases, w)
         finally:
             os._exit(0)
     os.close(w)
-    data, asked, status = bytearray(), False, 0
+    data, asked, done = bytearray(), False, 0
     deadline = time.monotonic() + limit
     try:
-        while True:
+        while done < len(cases):
+            for message in _messages(data):
+                if "outcome" not in message:  # where it was stuck, after SIGUSR1
+                    yield _timed_out(limit, message.get("where", "")), message.get("printed", "")
+                    return
+                done += 1
+                deadline = time.monotonic() + limit
+                yield message["outcome"], message["printed"]
+                if message["outcome"].stop:
+                    return
+            if done == len(cases):
+                return
             left = deadline - time.monotonic()
             if left <= 0:
                 if asked:
-                    break
+                    yield _timed_out(limit, ""), ""  # stuck where Python could not say (in C code)
+                    return
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGUSR1)
                 asked, deadline = True, time.monotonic() + _GRACE
                 continue
             if select.select([r], [], [], left)[0]:
                 chunk = os.read(r, 1 << 16)
-                if not chunk:  # the child has exited
-                    break
-                data += chunk
+                if chunk:
+                    data += chunk
+                    continue
+                # the child has exited before its last case (every message it sent was read above)
+                status = os.waitpid(pid, 0)[1]
+                pid = 0
+                yield _Outcome(False, f"the process running your function ended ({_describe(status)}) before the "
+                                      "case finished: does your code call os._exit or crash Python?",
+                               stop="the process running it ended"), ""
+                return
     finally:
         os.close(r)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        status = os.waitpid(pid, 0)[1]
-    message: dict[str, Any] = {}
-    if len(data) >= 8 and len(data) >= 8 + struct.unpack("<Q", data[:8])[0]:
-        message = pickle.loads(bytes(data[8:]))
-    printed = message.get("printed", "")
-    if "outcome" in message:
-        return message["outcome"], printed
-    if asked:
-        return _timed_out(limit, message.get("where", "")), printed
-    return _Outcome(False, f"the process running your function ended ({_describe(status)}) before the case "
-                           "finished: does your code call os._exit or crash Python?",
-                    stop="the process running it ended"), printed
+        if pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
 
 
 def _run_watched(case: Case, limit: float) -> _Outcome:
@@ -498,13 +527,14 @@ def _run_watched(case: Case, limit: float) -> _Outcome:
     return _timed_out(limit, where, note)
 
 
-def _run_one(case: Case, limit: float | None) -> tuple[_Outcome, str]:
-    """The case's outcome, and what the student's code printed if a child process captured it."""
+def _outcomes(cases: list[Case], limit: float | None) -> Iterator[tuple[_Outcome, str]]:
+    """Each case's outcome, in turn, and what the student's code printed if a child process captured it."""
     if limit is None:
-        return _run_here(case), ""
-    if FORK:
-        return _run_forked(case, limit)
-    return _run_watched(case, limit), ""
+        yield from ((_run_here(case), "") for case in cases)
+    elif FORK:
+        yield from _run_forked(cases, limit)
+    else:
+        yield from ((_run_watched(case, limit), "") for case in cases)
 
 
 def run_cases(title: str, fn: Any, cases: list[Case], verbose: bool = True,
@@ -531,15 +561,16 @@ def run_cases(title: str, fn: Any, cases: list[Case], verbose: bool = True,
 
 def _run_all(cases: list[Case], time_limit: float | None, say: Callable[..., None]) -> bool:
     passed, shown = 0, None
-    for i, case in enumerate(cases):
-        t0 = time.perf_counter()
-        out, printed = _run_one(case, time_limit)
+    outcomes = _outcomes(cases, time_limit)
+    t0 = time.perf_counter()
+    for i, (case, (out, printed)) in enumerate(zip(cases, outcomes)):
         if printed:
             sys.stdout.write(printed)
         passed += out.ok
         line = f"  {'✓' if out.ok else '✗'} {case.name}" + ("" if out.ok else f": {out.detail}")
         if time.perf_counter() - t0 > 2.0:
             line += f"  [{time.perf_counter() - t0:.1f} s]"
+        t0 = time.perf_counter()
         if out.student and out.student == shown:
             line += " the same error as above"
         say(line, flush=True)
@@ -551,5 +582,6 @@ def _run_all(cases: list[Case], time_limit: float | None, say: Callable[..., Non
             rest = len(cases) - i - 1
             say(f"  … {rest} more check{'s' if rest > 1 else ''} not run ({out.stop})", flush=True)
             break
+    outcomes.close()  # a child process still running is killed
     say(f"  {passed}/{len(cases)} checks passed." + (" All good." if passed == len(cases) else ""), flush=True)
     return passed == len(cases)
