@@ -25,6 +25,12 @@ def lab():
     return sl.Lab(dec, language.prompts(8), prompt="the sailor watches")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _solution_read():
+    """Read here, not in a checker's child process (where it would count against the case's time limit)."""
+    solution("05_steering_lab.md", "my_sign_variant")
+
+
 def good(lab, u, alpha):
     return solution("05_steering_lab.md", "my_sign_variant")["my_sign_variant"](lab, u, alpha)
 
