@@ -197,7 +197,7 @@ def test_a_sample_book_shows_the_buttons_only_when_the_url_is_set(tmp_path):
     (book / "01_chapter.md").write_text(_PAGE.replace("# One page", "# A chapter"))
     (book / "_toc.yml").write_text("format: jb-book\nroot: page\nchapters:\n- file: 01_chapter\n")
     theme = _project_config()["sphinx"]["config"]["html_theme_options"]
-    config = {"title": "Sample", "execute": {"execute_notebooks": "force"},
+    config = {"title": "Sample", "execute": {"execute_notebooks": "force", "timeout": 900},
               "sphinx": {"config": {"html_theme_options": theme}}}
     (book / "_config.yml").write_text(yaml.safe_dump(config))
     launch = book_config.write_config(book / "_config.yml", tmp_path / "launch" / "_config.yml",
