@@ -189,8 +189,8 @@ def decompose_in_context(model: SpectralModel, t: int, states: Any, positions: A
     ``A_value = Σ_h a_{T,h} O_h V_h`` plus the softmax's query and key paths. The split is the single-token
     one with ``A`` for ``F`` and the real output ``o_T`` for ``F n + b``: ``J = J_mlp S + J_mlp L A R``, where
     ``S, L, R`` are taken at ``x = h_t[T]`` and ``o_T`` and ``J_mlp`` at the real mid-block residual
-    (``J`` itself is formed as ``J_mlp (S + L A R)``, so the path that avoids attention, ``J − J_F``, carries
-    the rounding of the model's dtype).
+    (``J`` is formed as ``J_mlp (S + L A R)``, as there, and ``J_F`` as ``J − J_mlp S``: one product fewer per
+    prompt, at the cost of the model dtype's rounding of ``J`` in ``J_F``).
 
     Args:
         states: per sequence, the input of block ``t`` ``(n_p, d)``. positions: per sequence, ``T``.
@@ -208,8 +208,8 @@ def decompose_in_context(model: SpectralModel, t: int, states: Any, positions: A
         J_mlp = jc.mlp_part(model, blk, U)
         J = J_mlp @ J_attn  # as in_context_jacobians_closed, bit for bit
         W = J_mlp if L is None else J_mlp @ L
-        right = (lambda M: M) if R is None else (lambda M: M @ R)  # noqa: E731
-        J_A, J_v = W @ right(A), W @ right(A_value)
+        J_A = J - (J_mlp if S is None else W if S is L else J_mlp @ S)  # J minus the path that avoids A
+        J_v = W @ (A_value if R is None else A_value @ R)
     host = lambda M: M.double().cpu().numpy()  # noqa: E731
     return Decomposition(host(J), host(J_A), layout(model), None, host(J_v))
 

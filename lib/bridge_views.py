@@ -822,9 +822,9 @@ def rate_power(rt: pd.DataFrame, layers: int, *, effects: Sequence[float] = RATE
     Two scenarios per planted Spearman correlation ``effect``: ``power_all``, every test of the family
     carries it (the power-method picture in full); ``power_one``, only one test of that design does and
     the others are null. One row per (effect, design): ``effect``, ``design`` ("6 layers × 1 variant"),
-    ``n``, ``variants``, ``power_all``, ``power_one``.
+    ``n``, ``variants``, ``power_all``, ``power_one`` and ``reps`` (replicates per effect).
     """
-    designs = [(layers, int(v)) for v in rt.variants]
+    designs = [(int(layers), int(v)) for v in rt.variants]
     every = br.spearman_power(designs, effects, reps=reps, seed=seed)
     rows = []
     for dg in sorted(set(designs)):
@@ -832,7 +832,7 @@ def rate_power(rt: pd.DataFrame, layers: int, *, effects: Sequence[float] = RATE
         one = br.spearman_power(designs, effects, planted=[i], reps=reps, seed=seed + 1)[:, i]
         for e, pa, po in zip(effects, every[:, i], one):
             rows.append({"effect": float(e), "design": _design_label(*dg), "n": dg[0], "variants": dg[1],
-                         "power_all": float(pa), "power_one": float(po)})
+                         "power_all": float(pa), "power_one": float(po), "reps": reps})
     return pd.DataFrame(rows)
 
 
@@ -845,7 +845,8 @@ def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, mo
     p and q), ``rt_dir`` (trained coefficients with the predicted sign, :data:`RATE_PREDICTED`), ``rt_p_perfect``
     / ``rt_p_next`` (the two smallest p-values six layers can give), ``rt_bh_lone`` (the p a lone rejection
     needs), ``rt_pw_tr_<e>`` / ``rt_pw_rd_<e>`` / ``rt_pw1_tr_<e>`` (power, all planted or one, trained design
-    and twins' design, at ``e`` = 10 × the effect), ``rt_strong`` (:data:`RATE_STRONG`).
+    and twins' design, at ``e`` = 10 × the effect, whose value is ``rt_e_<e>``), ``rt_reps`` (replicates per
+    effect) and ``rt_strong`` (:data:`RATE_STRONG`).
 
     The verdict: "reproduced" if every trained test is significant, "partly reproduced" if some are; with
     none, "not reproduced" only if the trained design's power at :data:`RATE_STRONG` (every test planted) is
@@ -868,8 +869,10 @@ def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, mo
         "rt_dir": f"{int(sign.sum())} of {len(tr)}", "rt_p_perfect": f"{p_sorted[0]:.4f}",
         "rt_p_next": f"{p_sorted[1]:.3f}", "rt_bh_lone": f"{0.05 / len(rt):.4f}", "rt_strong": f"{RATE_STRONG:.1f}"}
     tr_design, rd_design = _design_label(n_layers, 1), _design_label(n_layers, int(rd.variants.max()))
+    numbers["rt_reps"] = int(power.reps.iloc[0])
     for e, g in power.groupby("effect"):
         tag = f"{round(10 * e)}"
+        numbers[f"rt_e_{tag}"] = f"{e:.1f}"
         numbers[f"rt_pw_tr_{tag}"] = f"{g[g.design == tr_design].power_all.iloc[0]:.2f}"
         numbers[f"rt_pw1_tr_{tag}"] = f"{g[g.design == tr_design].power_one.iloc[0]:.2f}"
         numbers[f"rt_pw_rd_{tag}"] = f"{g[g.design == rd_design].power_all.iloc[0]:.2f}"
@@ -1130,6 +1133,8 @@ _LABELS: dict[str, dict[str, str]] = {
     "rates": {"model": "model", "series": "weights", "J̄ property": "J̄ property", "variants": "variants",
               "r": "Spearman r (within variants)", "ci": "95% CI", "null": "permutation null, central 95%",
               "p": "p", "q": "q (BH)"},
+    "power": {"effect": "planted ρ", "design": "test", "power_all": "power, ρ planted in every test",
+              "power_one": "power, ρ planted in this test alone"},
     "gamma": {"model": "model", "series": "weights", "view": "basis",
               "gamma_over_chance": "γₜ / chance (range)", "gamma_above_null": "layers with γₜ above null",
               "rho": "ρₜ (range)", "rho_above_null": "layers with ρₜ above null", "layers": "layers (all seeds)"},
@@ -1155,7 +1160,7 @@ def _signed_interval(lo: Any, hi: Any, fmt: str = ".3f") -> list[str]:
 def readable(df: pd.DataFrame, kind: str) -> pd.DataFrame:
     """A chapter-6 table with the reader's column labels, in the order of the page.
 
-    ``kind`` is one of ``"share"``, ``"angles"``, ``"rates"``, ``"gamma"``, ``"context"``, ``"funnel"``,
+    ``kind`` is one of ``"share"``, ``"angles"``, ``"rates"``, ``"power"``, ``"gamma"``, ``"context"``, ``"funnel"``,
     ``"steering"``; intervals become one ``"lo–hi"`` text column (:func:`lib.tables.interval_text`), ranges
     (``*_min`` / ``*_max``) one ``"min–max"`` column. The data are not changed, only selected and renamed.
     """

@@ -217,7 +217,7 @@ def _power(power_at_strong: float) -> pd.DataFrame:
         for e in bv.RATE_EFFECTS:
             pw = power_at_strong if e == bv.RATE_STRONG else e / 2
             rows.append({"effect": e, "design": design, "n": 6, "variants": n_var, "power_all": pw,
-                         "power_one": pw / 2})
+                         "power_one": pw / 2, "reps": 100})
     return pd.DataFrame(rows)
 
 
