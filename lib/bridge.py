@@ -95,18 +95,21 @@ def _factors(model: SpectralModel, t: int, X: torch.Tensor, F: torch.Tensor, b: 
     """``(S, L, R)`` at the rows of ``X`` (model dtype), ``None`` standing for the identity."""
     pre = jc.attention_input_norm(model, model.blocks[t])
     with torch.no_grad():
-        return _factors_at(model, t, X, (X if pre is None else pre(X)) @ F.T + b)
+        o = (X if pre is None else pre(X)) @ F.T + b
+        return _factors_at(model, t, X, o, z=X + X @ F.T + b if model.family in POST_NORM else None)
 
 
-def _factors_at(model: SpectralModel, t: int, X: torch.Tensor, o: torch.Tensor) -> Factors:
+def _factors_at(model: SpectralModel, t: int, X: torch.Tensor, o: torch.Tensor,
+                z: torch.Tensor | None = None) -> Factors:
     """``(S, L, R)`` at the residuals ``X`` ``(P, d)`` whose attention core outputs ``o`` ``(P, d)``
-    (``F n + b`` on a single token, the real output at ``T`` in context), ``None`` for the identity."""
+    (``F n + b`` on a single token, the real output at ``T`` in context), ``None`` for the identity.
+    ``z``: the post-norm LayerNorm's input if already formed (default ``X + o``)."""
     blk = model.blocks[t]
     fam = model.family
     with torch.no_grad():
         if fam in POST_NORM:
             ln = blk.attention.output.LayerNorm if fam == "bert" else blk.attention.LayerNorm
-            Jln = jc.norm_jacobian(ln, X + o).dense()
+            Jln = jc.norm_jacobian(ln, X + o if z is None else z).dense()
             return Jln, Jln, None
         if fam in ("gpt2", "gpt_neo", "llama"):
             pre = blk.input_layernorm if fam == "llama" else blk.ln_1

@@ -844,8 +844,8 @@ def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, mo
     (the nulls' central 95%), ``rt_best`` (the trained test with the smallest p: its property, model, r, interval,
     p and q), ``rt_dir`` (trained coefficients with the predicted sign, :data:`RATE_PREDICTED`), ``rt_p_perfect``
     / ``rt_p_next`` (the two smallest p-values six layers can give), ``rt_bh_lone`` (the p a lone rejection
-    needs), ``rt_pw_tr_<e>`` / ``rt_pw_rd_<e>`` / ``rt_pw1_tr_<e>`` (power, all planted or one, trained design
-    and twins' design, at ``e`` = 10 × the effect, whose value is ``rt_e_<e>``), ``rt_reps`` (replicates per
+    needs), ``rt_pw_tr_<e>`` / ``rt_pw_rd_<e>`` / ``rt_pw1_tr_<e>`` / ``rt_pw1_rd_<e>`` (power, all planted or one,
+    trained design and twins' design, at ``e`` = 10 × the effect, whose value is ``rt_e_<e>``), ``rt_reps`` (replicates per
     effect) and ``rt_strong`` (:data:`RATE_STRONG`).
 
     The verdict: "reproduced" if every trained test is significant, "partly reproduced" if some are; with
@@ -864,8 +864,8 @@ def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, mo
         "dec_rho1": f"{dec1:.0f}", "rt_sig_tr": sig_tr, "rt_sig_rd": sig_rd, "rt_n": len(tr),
         "rt_r_tr": f"{tr.r.min():+.2f} to {tr.r.max():+.2f}", "rt_r_rd": f"{rd.r.min():+.2f} to {rd.r.max():+.2f}",
         "rt_null": f"{rt.null_lo.min():+.2f} to {rt.null_hi.max():+.2f}",
-        "rt_best": (f"{best['J̄ property']} in {best.model}: r = {best.r:+.2f} (95% interval {best.lo:+.2f} to "
-                    f"{best.hi:+.2f}), p = {best.p:.3f}, q = {best.q:.2f}"),
+        "rt_best": (f"{best.model}'s {best['J̄ property']}, r = {best.r:+.2f} (95% interval {best.lo:+.2f} to "
+                    f"{best.hi:+.2f}, p = {best.p:.3f}, q = {best.q:.2f})"),
         "rt_dir": f"{int(sign.sum())} of {len(tr)}", "rt_p_perfect": f"{p_sorted[0]:.4f}",
         "rt_p_next": f"{p_sorted[1]:.3f}", "rt_bh_lone": f"{0.05 / len(rt):.4f}", "rt_strong": f"{RATE_STRONG:.1f}"}
     tr_design, rd_design = _design_label(n_layers, 1), _design_label(n_layers, int(rd.variants.max()))
@@ -876,6 +876,7 @@ def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, mo
         numbers[f"rt_pw_tr_{tag}"] = f"{g[g.design == tr_design].power_all.iloc[0]:.2f}"
         numbers[f"rt_pw1_tr_{tag}"] = f"{g[g.design == tr_design].power_one.iloc[0]:.2f}"
         numbers[f"rt_pw_rd_{tag}"] = f"{g[g.design == rd_design].power_all.iloc[0]:.2f}"
+        numbers[f"rt_pw1_rd_{tag}"] = f"{g[g.design == rd_design].power_one.iloc[0]:.2f}"
     strong = power[power.design == tr_design]
     pw_strong = float(strong.set_index("effect").power_all.get(RATE_STRONG, np.nan))
     verdict = "not reproduced" if sig_tr == 0 else "partly reproduced" if sig_tr < len(tr) else "reproduced"
