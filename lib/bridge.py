@@ -204,7 +204,7 @@ def decompose_in_context(model: SpectralModel, t: int, states: Any, positions: A
     from lib import jacobian_context as jcx
 
     blk = model.blocks[t]
-    X, o, A, A_value = jcx.attention_cores(model, t, states, positions)
+    X, o, A, A_value = jcx.attention_cores(model, t, states, positions, value_path=True)
     S, L, R = _factors_at(model, t, X, o)
     with torch.no_grad():
         J_attn, U = jc.attention_sublayer(model, blk, X, o, A)
