@@ -16,6 +16,10 @@ writes, for each chapter, two nbformat-4 notebooks without outputs:
   ``nbgrader generate_assignment`` gives back the template; each checker call becomes a locked
   *autograded test* cell ``assert check_...(...)`` worth 1 point; each written solution is a *manually
   graded answer* markdown cell (1 point; 0 where the exercise is already graded by a test cell).
+  The first cell and each answer cell also carry their *release text* (metadata :data:`RELEASE_KEY`): the
+  student's header, and the template exactly as the student edition has it (``my_spectrum = []`` included,
+  where a solution region would leave a bare ``raise``); the course folder's nbgrader configuration
+  (``tools.course``, ``make course``) puts it in place when it generates the students' release.
 
 A solution block is either the book's ``{admonition} Solution ...`` (any fence, any title that starts
 with "Solution"), a sphinx-exercise ``{solution}`` directive, or everything between a ``{solution-start}``
@@ -38,7 +42,9 @@ import jupytext
 import nbformat
 from nbformat import NotebookNode
 
-__all__ = ["BEGIN_SOLUTION", "END_SOLUTION", "EditionError", "Chapter", "Piece", "Solution", "editions",
+from tools.course import RELEASE_KEY
+
+__all__ = ["BEGIN_SOLUTION", "END_SOLUTION", "RELEASE_KEY", "EditionError", "Chapter", "Piece", "Solution", "editions",
            "fresh_notebook", "read_chapter", "split_solutions", "write_editions", "write_notebook"]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -237,7 +243,8 @@ def read_chapter(path: str | Path) -> Chapter:
         sol = solutions.setdefault(p.solution, Solution(p.solution))
         if p.cell.cell_type == "code":
             sol.code.append(p.cell.source)
-            sol.markdown.append(f"```python\n{p.cell.source}\n```")
+            if "remove-cell" not in p.cell.metadata.get("tags", []):  # the site shows it: so does the answer
+                sol.markdown.append(f"```python\n{p.cell.source}\n```")
         else:
             sol.code.extend(_python_blocks(p.cell.source))
             sol.markdown.append(p.cell.source)
@@ -420,15 +427,19 @@ class _Instructor:
         # template assignments (`my_spectrum = []`) that a matched solution also makes: the first one wins
         assigns = {name: n for stmt in tree.body if (name := _assigned_name(stmt)) is not None
                    for n in sorted(set(matched.values()), reverse=True) if name in self.defs[n].assigns}
-        imports, answer, pos = [], [], 0
+        imports, answer, release, pos = [], [], [], 0  # release: the answer cell as the template has it
         for stmt in tree.body:
             start = _start(stmt)
             gap, pos = lines[pos:start], stmt.end_lineno
             if isinstance(stmt, (ast.Import, ast.ImportFrom)) and stubs:
                 imports.extend(lines[start:pos])
-            elif _checker_call(stmt, self.checkers) is not None:
+                continue
+            if _checker_call(stmt, self.checkers) is not None:
                 answer.extend(gap)
-            elif isinstance(stmt, ast.FunctionDef) and stmt.name in matched:
+                release.extend(gap)
+                continue
+            release.extend(gap + lines[start:pos])
+            if isinstance(stmt, ast.FunctionDef) and stmt.name in matched:
                 answer.extend(gap + self._filled(stmt, lines, matched[stmt.name]))
             elif (name := _assigned_name(stmt)) in assigns:
                 code = self.defs[assigns[name]].assigns[name]
@@ -437,6 +448,7 @@ class _Instructor:
             else:
                 answer.extend(gap + lines[start:pos])
         answer.extend(lines[pos:])
+        release.extend(lines[pos:])
         out: list[NotebookNode] = []
         if imports:
             out.append(nbformat.v4.new_code_cell(_tidy(imports)))
@@ -445,6 +457,7 @@ class _Instructor:
             if matched:
                 code.metadata.update(_meta(self.grade_id(matched.values(), "code"), solution=True,
                                            grade=False, locked=False))
+                _set_release(code, _tidy(release))
             out.append(code)
         for call in calls:
             names = [a.id for a in call.args if isinstance(a, ast.Name)]
@@ -478,6 +491,11 @@ class _Instructor:
         return cell
 
 
+def _set_release(cell: NotebookNode, source: str) -> None:
+    """Record in ``cell``'s metadata the source its nbgrader release shows (see :data:`RELEASE_KEY`)."""
+    cell.metadata[RELEASE_KEY] = {"release": source}
+
+
 def _tidy(lines: Sequence[str]) -> str:
     """Join lines without leading/trailing blank lines and with at most two blank lines in a row."""
     text = re.sub(r"\n{4,}", "\n\n\n", "\n".join(line.rstrip() for line in lines))
@@ -489,23 +507,44 @@ def _tidy(lines: Sequence[str]) -> str:
 
 
 def _header(ch: Chapter, edition: str) -> NotebookNode:
+    """The first cell of an edition: what it is and how its exercises are graded.
+
+    ``edition`` is ``"student"``, ``"instructor"`` or ``"release"`` (the student's notebook that
+    ``nbgrader generate_assignment`` writes from the instructor edition; the instructor's header carries
+    it as its release text).
+    """
     name = f"*{ch.title}*, from the book *Spectral dynamics of transformers*"
+    checkers = ("the checker (from `lib.exercises`) runs a few cases, prints ✓ or ✗ for each with what went "
+                "wrong, and returns `True` when every case passes.")
     if edition == "student":
         text = (f"**Student edition** of {name}: the chapter with the solutions of its exercises removed.\n\n"
                 "Run the notebook from the top: the exercises use the chapter's variables. For an "
                 "auto-checked exercise, replace `raise NotImplementedError` in its template cell with your "
-                "code and run the cell again: the checker (from `lib.exercises`) runs a few cases, prints "
-                "✓ or ✗ for each with what went wrong, and returns `True` when every case passes. The "
+                f"code and run the cell again: {checkers} The "
                 "other exercises are answered in words or with code of your own. The notebook needs the "
                 "book's Python environment (see the book's README: `make lab`).")
+    elif edition == "release":
+        text = (f"**Student edition** of {name}, as an assignment: the chapter with the solutions of its "
+                "exercises removed.\n\n"
+                "Run the notebook from the top: the exercises use the chapter's variables. For an "
+                "auto-checked exercise, replace `raise NotImplementedError` in its template cell with your "
+                f"code and run the cell and the test cell below it: {checkers} Each test cell is "
+                "worth 1 point when its checker returns `True`; a failing one raises `AssertionError`, which "
+                "stops *Run All* (*Run → Run Selected Cell and All Below* goes on). The written answers (the "
+                "cells that read YOUR ANSWER HERE) are graded by hand. Do not delete or copy cells, and submit "
+                "the notebook under its own name. It needs the book's Python environment.")
     else:  # no marker text here: nbgrader takes any line that contains one for a marker
         text = (f"**Instructor edition** of {name}: the chapter with the solutions in place, in nbgrader's "
                 "format. Template cells are autograded answer cells whose solution code sits between "
                 "nbgrader's solution markers; each checker call is a locked autograded test "
-                "cell (1 point); each written solution is a manually graded answer cell. In an nbgrader "
-                "course, `nbgrader generate_assignment` turns this notebook into a student version and "
-                "`nbgrader autograde` grades the submissions by running the test cells.")
-    return nbformat.v4.new_markdown_cell(text)
+                "cell (1 point); each written solution is a manually graded answer cell. In the course "
+                "folder that `make course` writes, `nbgrader generate_assignment` turns this notebook into "
+                "the student's (this cell included) and `nbgrader autograde` grades the submissions by "
+                "running the test cells.")
+    cell = nbformat.v4.new_markdown_cell(text)
+    if edition == "instructor":
+        _set_release(cell, _header(ch, "release").source)
+    return cell
 
 
 def fresh_notebook(source: NotebookNode, cells: Iterable[NotebookNode], **metadata: object) -> NotebookNode:
