@@ -27,8 +27,8 @@ from conftest import MYST_HEADER
 from solution_leaks import leaks
 
 from tools.course import RELEASE_KEY, ReleaseText
-from tools.student import (BEGIN_SOLUTION, END_SOLUTION, EditionError, editions, main, read_chapter,
-                           write_editions)
+from tools.student import (BEGIN_SOLUTION, END_SOLUTION, SOLUTION_NUMBERS, EditionError, editions, main,
+                           read_chapter, write_editions)
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(ROOT.glob("book/[0-9][0-9]_*.md"))
@@ -408,9 +408,28 @@ def test_the_leak_finder_sees_each_kind_of_leak(tmp_path, leak, found):
     path = _chapter(tmp_path, LEAKY.replace("LEAK", leak))
     student, _ = editions(read_chapter(path))
     assert any(found in line for line in leaks(path, student)), leaks(path, student)
+    # the chapters' cure: the cell tagged solution-numbers, which neither edition has
+    tagged = _chapter(tmp_path, LEAKY.replace("[remove-cell]", f"[remove-cell, {SOLUTION_NUMBERS}]").replace("LEAK", leak))
+    student, inst = editions(read_chapter(tagged))
+    assert leaks(tagged, student) == [] and leak not in _text(student) and leak not in _text(inst)
     # the chapter's own numbers (quoted outside the solutions too) and the template are no leak
     clean = _chapter(tmp_path, LEAKY.replace("LEAK", 'glue("n_layers", 6)\nx = sorted(my_spectrum)'))
     assert leaks(clean, editions(read_chapter(clean))[0]) == []
+
+
+def test_solution_numbers_cells_are_in_neither_edition_and_nothing_kept_needs_them(tmp_path):
+    cell = (f"```{{code-cell}} ipython3\n---\ntags: [remove-cell, {SOLUTION_NUMBERS}]\n---\n"
+            'ANSWER_ONLY = 42\nglue("answer_only", ANSWER_ONLY)\n```\n\n')
+    text = ADMONITIONS.replace("## Exercises\n", "## Exercises\n\n" + cell)
+    student, inst = editions(read_chapter(_chapter(tmp_path, text)))
+    assert "ANSWER_ONLY" not in _text(student) and "ANSWER_ONLY" not in _text(inst)
+    used = text.replace('print("the end")', "print(ANSWER_ONLY)")
+    with pytest.raises(EditionError, match=r"the cell `print\(ANSWER_ONLY\)` uses \['ANSWER_ONLY'\], which only "
+                                           r"the solution-numbers cell `ANSWER_ONLY = 42` defines"):
+        editions(read_chapter(_chapter(tmp_path, used)))
+    glued = text.replace('print("the end")', "print(answer_only)")  # a glued name is defined by the glue
+    with pytest.raises(EditionError, match=r"uses \['answer_only'\]"):
+        editions(read_chapter(_chapter(tmp_path, glued)))
 
 
 def test_chapter_without_exercises(tmp_path):
@@ -491,9 +510,15 @@ def test_real_student_editions_have_no_solution_code(real):
 
 def test_real_student_editions_leak_no_answer(real):
     """No solution's code (up to variable names) and no number only a solution quotes, in any chapter's
-    student edition (the nbgrader releases: tests/test_nbgrader.py)."""
+    student edition (the nbgrader releases: tests/test_nbgrader.py); the chapters that glue such numbers
+    (1, 3 and 4 among them: issue 26) do it in solution-numbers cells."""
+    tagged = []
     for path in CHAPTERS:
         assert leaks(path, real[path.stem][1]) == [], path.name
+        cells = jupytext.read(path, fmt="md:myst").cells
+        tagged += [path.name for c in cells if SOLUTION_NUMBERS in c.metadata.get("tags", [])]
+        assert not any(SOLUTION_NUMBERS in c.metadata.get("tags", []) for nb in real[path.stem][1:] for c in nb.cells)
+    assert {"01_power_method.md", "03_real_models.md", "04_jacobian_funnel.md"} <= set(tagged)
 
 
 def test_real_instructor_editions_carry_the_students_release_text(real):

@@ -10,6 +10,8 @@ writes, for each chapter, two nbformat-4 notebooks without outputs:
 - ``DIR/student/NN_name.ipynb``: the chapter with every solution block removed (its text *and* its code);
   exercise texts, template cells and checker calls stay, every other cell is kept as it is, and a first
   markdown cell says what the edition is and how the checkers grade.
+- Neither edition has the cells tagged ``solution-numbers``: hidden glue cells that compute what only the
+  solutions quote (the answers' numbers), which the site and the lab still run.
 - ``DIR/instructor/NN_name.ipynb``: the chapter with its solutions, in nbgrader's format (cell metadata
   ``nbgrader`` of schema version 3). A template cell becomes an *autograded answer* cell (``solution``)
   whose stubs hold the solution's code between ``### BEGIN SOLUTION`` / ``### END SOLUTION``, so
@@ -44,7 +46,7 @@ from nbformat import NotebookNode
 
 from tools.course import RELEASE_KEY
 
-__all__ = ["BEGIN_SOLUTION", "END_SOLUTION", "RELEASE_KEY", "EditionError", "Chapter", "Piece", "Solution", "editions",
+__all__ = ["BEGIN_SOLUTION", "END_SOLUTION", "RELEASE_KEY", "SOLUTION_NUMBERS", "EditionError", "Chapter", "Piece", "Solution", "editions",
            "fresh_notebook", "read_chapter", "split_solutions", "write_editions", "write_notebook"]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,6 +54,8 @@ CHAPTERS = "book/[0-9][0-9]_*.md"
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
 NBGRADER_SCHEMA = 3
+#: The tag of a chapter's cells that compute only what its solutions quote (hidden glue): neither edition has them
+SOLUTION_NUMBERS = "solution-numbers"
 _PY_INFO = re.compile(r"^(python3?|py|ipython3?)$")
 _FENCE = re.compile(r"^\s*(?P<fence>`{3,}|:{3,})\s*(?P<info>.*?)\s*$")
 _DIRECTIVE = re.compile(r"^\{(?P<name>[\w:-]+)\}\s*(?P<arg>.*)$")
@@ -569,8 +573,52 @@ def write_notebook(nb: NotebookNode, path: Path) -> Path:
     return path
 
 
+def _numbers_only(cell: NotebookNode) -> bool:
+    return cell.cell_type == "code" and SOLUTION_NUMBERS in cell.metadata.get("tags", [])
+
+
+def _bound_names(source: str) -> set[str]:
+    """Names a cell binds: assignment and loop targets, and the names it glues (``glue("name", ...)``)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return names | {n.args[0].value for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args
+                    and getattr(n.func, "id", "") == "glue" and isinstance(n.args[0], ast.Constant)}
+
+
+def _check_numbers_cells(ch: Chapter) -> None:
+    """Refuse a ``solution-numbers`` cell whose names a cell the editions keep uses (it would fail there)."""
+    dropped: dict[str, str] = {}
+    for p in ch.pieces:
+        if p.solution is not None or p.cell.cell_type != "code":
+            continue
+        if _numbers_only(p.cell):
+            dropped.update(dict.fromkeys(_bound_names(p.cell.source), p.cell.source.split("\n")[0]))
+            continue
+        try:
+            used = {n.id for n in ast.walk(ast.parse(p.cell.source)) if isinstance(n, ast.Name)}
+        except SyntaxError:
+            continue
+        if clash := sorted(used & dropped.keys()):
+            first = p.cell.source.split("\n")[0]
+            raise EditionError(f"{ch.path}: the cell `{first}` uses {clash}, which only the {SOLUTION_NUMBERS} "
+                               f"cell `{dropped[clash[0]]}` defines (neither edition has it)")
+
+
 def editions(ch: Chapter) -> tuple[NotebookNode, NotebookNode]:
-    """The ``(student, instructor)`` notebooks of a chapter (validated nbformat 4)."""
+    """The ``(student, instructor)`` notebooks of a chapter (validated nbformat 4).
+
+    Neither has the chapter's ``solution-numbers`` cells (:data:`SOLUTION_NUMBERS`), which compute what only
+    its solutions quote.
+
+    Raises:
+        EditionError: a cell the editions keep uses a name that only a ``solution-numbers`` cell defines.
+    """
+    _check_numbers_cells(ch)
+    pieces = [p for p in ch.pieces if not _numbers_only(p.cell)]
+    ch = Chapter(ch.path, ch.number, ch.title, ch.notebook, pieces, ch.solutions)
     student = [_header(ch, "student")] + [p.cell for p in ch.pieces if p.solution is None]
     inst = _Instructor(ch)
     # first the exercise cells (a write-up's points depend on whether a test cell grades its exercise)
