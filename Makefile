@@ -17,7 +17,7 @@ export PYTHONHASHSEED := 0
 MATHJAX_VERSION := 3.2.2
 MATHJAX := .vendor/mathjax/tex-mml-chtml.js
 
-.PHONY: book pdf test lab student colab bench vendor linkcheck browser-deps clean
+.PHONY: book pdf test lab student course colab bench vendor linkcheck browser-deps clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -68,6 +68,12 @@ lab: $(STAMP)
 ## format) of every chapter, as notebooks in _build/student/{student,instructor}/ (no execution, seconds)
 student: $(STAMP)
 	$(PY) -m tools.student --out _build/student
+
+## make course: an nbgrader course folder in _build/course (nbgrader_config.py, source/chN/ = the instructor
+## editions, an empty gradebook) and the kernel spec spectral-book, the book's environment, for nbgrader's
+## kernel; then, in _build/course: nbgrader generate_assignment chN, nbgrader autograde chN (book/course.md)
+course: $(STAMP)
+	$(PY) -m tools.course --out _build/course
 
 ## make colab: every chapter as a Colab notebook (a first cell installs the book from SPECTRAL_BOOK_REPO_URL
 ## at the commit GITHUB_SHA, else main), in _build/colab/book/; the publishing workflow pushes them to the
