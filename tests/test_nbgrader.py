@@ -8,7 +8,8 @@
    (:mod:`solution_leaks`).
 3. ``nbgrader autograde`` of chapters 1 and 2 (the cheapest with templates), four students each: a right
    submission, one with two known wrong answers, an untouched release, and one whose function never
-   returns. The gradebook's scores are checked test cell by test cell: a hang costs only its own point.
+   returns (in chapter 2 behind a bare ``except:``, which once swallowed the checker's time limit). The
+   gradebook's scores are checked test cell by test cell: a hang costs only its own point.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ WRONG = {
     "ex2_3_code": ("def my_residual_radius(eigvals, k):\n    others = np.abs(1 + np.delete(eigvals, k))\n"
                    "    return others.max() / abs(1 + eigvals[k])  # the skip's 1 forgotten"),
 }
-#: a function that never returns, one per graded chapter
+#: a function that never returns, one per graded chapter; chapter 2's catches everything, the time limit too
 HANG = {"ex1_2_code": "def my_head_sum(O, V, n_heads):\n    while True:\n        pass",
-        "ex2_2_code": "def my_causal_bipartite(c, signs):\n    while True:\n        pass"}
+        "ex2_2_code": ("def my_causal_bipartite(c, signs):\n    while True:\n        try:\n"
+                       "            sum(range(10**6))\n        except:  # noqa: E722\n            pass")}
 
 
 def _nbgrader(course: SimpleNamespace, *args: str, timeout: float = 1800) -> str:
