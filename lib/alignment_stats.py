@@ -649,7 +649,7 @@ class ForeignDirectionTest(NamedTuple):
             at best ``1/(S + 1)``).
         p: one-sided p of the mean over layers, against means whose every layer takes one foreign direction
             drawn at random (``n_draw`` Monte Carlo draws, ``(1 + #≥)/(n + 1)``).
-        directions: ``S``.
+        directions: ``S``. draws: the Monte Carlo draws of the pooled test.
     """
 
     observed: np.ndarray
@@ -658,6 +658,7 @@ class ForeignDirectionTest(NamedTuple):
     p_layer: np.ndarray
     p: float
     directions: int
+    draws: int
 
 
 def foreign_direction_test(observed: np.ndarray, foreign: np.ndarray, *, n_draw: int = 20_000,
@@ -679,7 +680,7 @@ def foreign_direction_test(observed: np.ndarray, foreign: np.ndarray, *, n_draw:
     idx = np.random.default_rng(seed).integers(0, S, size=(n_draw, T))
     means = f[np.arange(T), idx].mean(axis=1)
     p = (1 + int((means >= obs.mean()).sum())) / (n_draw + 1)
-    return ForeignDirectionTest(obs, f.min(axis=1), f.max(axis=1), empirical_p(obs, f), float(p), S)
+    return ForeignDirectionTest(obs, f.min(axis=1), f.max(axis=1), empirical_p(obs, f), float(p), S, n_draw)
 
 
 class Equivalence(NamedTuple):

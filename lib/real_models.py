@@ -62,6 +62,7 @@ __all__ = [
     "DIRECTION_STATISTICS",
     "DirectionTests",
     "build_up_status",
+    "build_up_summary",
     "build_up_verdict",
     "combine_verdicts",
     "direction_glue",
@@ -100,6 +101,7 @@ __all__ = [
     "layer_range",
     "layer_varying",
     "offline_message",
+    "p_phrase",
     "overview_row",
     "overview_table",
     "paper_models_table",
@@ -269,10 +271,27 @@ def short_label(label: str) -> str:
 
 
 # -- token trajectories ---------------------------------------------------------------------------------
-def prompt_states(model: SpectralModel, texts: Sequence[str]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Real forward passes: the residual stream ``(L+1, n_p, d)`` float64 and the special-token mask of each text."""
-    specials = [model.encode(t)["special"] for t in texts]
-    return model.hidden_states(list(texts), progress=False), specials
+def prompt_states(model: SpectralModel, texts: Sequence[str], *, batched: bool = False
+                  ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Real forward passes: the residual stream ``(L+1, n_p, d)`` float64 and the special-token mask of each text.
+
+    ``batched=True`` runs the texts of equal token length together (:meth:`SpectralModel.hidden_states_batch`:
+    one pass per distinct length, several times faster on a CPU; equal to the one-text passes to float32
+    rounding, not bitwise).
+    """
+    encs = [model.encode(t) for t in texts]
+    specials = [e["special"] for e in encs]
+    if not batched:
+        return model.hidden_states(list(texts), progress=False), specials
+    by_len: dict[int, list[int]] = {}
+    for p, e in enumerate(encs):
+        by_len.setdefault(len(e["input_ids"]), []).append(p)
+    states: list[Any] = [None] * len(encs)
+    for idx in by_len.values():
+        out = model.hidden_states_batch(torch.stack([encs[p]["input_ids"] for p in idx]))
+        for b, p in enumerate(idx):
+            states[p] = out[:, b]
+    return states, specials
 
 
 def simplified_states(
@@ -683,11 +702,11 @@ class Analysis:
 
 
 def analyse(model: Any, texts: Sequence[str], *, n_null: int = 1000, seed: int = 0, H: Sequence[Any] | None = None,
-            S: Sequence[Any] | None = None, bases: EigenBases | None = None) -> Analysis:
+            S: Sequence[Any] | None = None, bases: EigenBases | None = None, batched: bool = False) -> Analysis:
     """:func:`layer_varying` of ``model`` on ``texts``, reusing its forward passes ``H``, ``S``
-    (:func:`prompt_states`) and eigen-bases where they were computed before."""
+    (:func:`prompt_states`, ``batched`` passed on) and eigen-bases where they were computed before."""
     if H is None or S is None:
-        H, S = prompt_states(model, texts)
+        H, S = prompt_states(model, texts, batched=batched)
     eb = bases if bases is not None else als.eigen_bases(model.layer_matrices())
     return Analysis(model, eb, *layer_varying(model, H, S, eb, seed=seed, n_null=n_null))
 
@@ -798,6 +817,11 @@ def _p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def p_phrase(p: float) -> str:
+    """A p-value for the prose: ``"p = 0.003"``, or ``"p < 0.001"``."""
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
 def direction_verdict(tests: Sequence[DirectionTests], keys: Sequence[str], n_layers: int) -> str:
     """A claim's verdict for one model from its :class:`DirectionTests` (the trained model first, then its twins).
 
@@ -818,15 +842,15 @@ def direction_verdict(tests: Sequence[DirectionTests], keys: Sequence[str], n_la
 def direction_glue(tests: Sequence[DirectionTests], n_layers: int) -> dict[str, Any]:
     """The values the own-direction paragraph quotes for one model (trained first, then its twins), by glue name
     without the model prefix: per statistic ``k`` (``gamma``, ``tilt``, ``rho``) ``own_p_<k>`` and ``twin_p_<k>``
-    (p-values as text), ``wins_<k>`` (rows whose own direction is the row's best) and ``excess_<k>``; the layers
+    (:func:`p_phrase`), ``wins_<k>`` (rows whose own direction is the row's best) and ``excess_<k>``; the layers
     that count for LA7 (γ and Δγ) and LA8 (ρ), ``la7_layers`` / ``la8_layers`` (words) and ``la7_n`` / ``la8_n``,
     the twins' counts ``la7_twins`` / ``la8_twins`` ("a, b, c") and the two verdicts ``la7_verdict`` /
     ``la8_verdict`` (:func:`direction_verdict`)."""
     trained, *twins = tests
     out: dict[str, Any] = {}
     for k in DIRECTION_STATISTICS:
-        out[f"own_p_{k}"] = _p(trained.own[k].p)
-        out[f"twin_p_{k}"] = "—" if trained.foreign[k] is None else _p(trained.foreign[k].p)
+        out[f"own_p_{k}"] = p_phrase(trained.own[k].p)
+        out[f"twin_p_{k}"] = "—" if trained.foreign[k] is None else p_phrase(trained.foreign[k].p)
         out[f"wins_{k}"] = trained.own[k].wins
         out[f"excess_{k}"] = f"{trained.own[k].excess:+.2f}" if k != "rho" else f"{trained.own[k].excess:+.3f}"
     for claim_id, keys in (("la7", ("gamma", "tilt")), ("la8", ("rho",))):
@@ -859,6 +883,22 @@ def build_up_status(row: Any) -> str:
     if row.p_build_up < ALPHA:
         return "builds up"
     return "none" if row.p_equivalent < ALPHA else "inconclusive"
+
+
+def build_up_summary(statuses: dict[str, str]) -> str:
+    """The prose's sentence on LA9 from :func:`build_up_status` by name of the trained model and source (``"MiniLM's
+    simplified model"`` → ``"none"``): e.g. ``"within its margin of the null in A and B; beyond its null in C"``."""
+    if not statuses:
+        raise ValueError("no build-up test")
+    words = {"none": "within its margin of the null (no build-up) in", "builds up": "beyond its null in",
+             "inconclusive": "neither beyond its null nor shown within its margin (inconclusive) in"}
+    parts = []
+    for status, phrase in words.items():
+        names = [n for n, s in statuses.items() if s == status]
+        if names:
+            listed = " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
+            parts.append(f"{phrase} {listed}")
+    return "; ".join(parts)
 
 
 def build_up_verdict(statuses: Sequence[str]) -> str:
@@ -970,7 +1010,9 @@ class BuildUp(NamedTuple):
 
 
 def build_up_glue(profiles: pd.DataFrame, source: str, n_layers: int) -> BuildUp:
-    """The numbers of the build-up paragraph for one source, from :func:`depth_profiles` (trained and twins)."""
+    """The numbers of the build-up paragraph for one source, from :func:`depth_profiles` (trained and twins); with
+    the equivalence test's columns also ``excess`` (over the null's median, with its 90% interval), ``margin``,
+    ``p_eq`` (TOST, :func:`p_phrase`) and ``status`` (:func:`build_up_status`)."""
     build = profiles.groupby("variant", sort=False).first()
     b = build.loc[f"trained · {source}"]
     tw = build[(build.who != "trained") & (build.source == source)]
@@ -984,6 +1026,11 @@ def build_up_glue(profiles: pd.DataFrame, source: str, n_layers: int) -> BuildUp
         "build_null": f"{b.build_up_null_lo:+.4f} to {b.build_up_null_hi:+.4f}",
         "build_p": f"{b.p_build_up:.3f}",
     }
+    if "p_equivalent" in b:  # the equivalence test of fixed_direction_profile
+        values.update({
+            "excess": f"{b.excess:+.4f} [{b.excess_lo:+.4f}, {b.excess_hi:+.4f}]", "margin": f"{b.margin:.4f}",
+            "p_eq": p_phrase(b.p_equivalent), "status": build_up_status(b),
+        })
     inside = bool(last.null_ratio_lo <= last.ratio <= last.null_ratio_hi)
     return BuildUp(values, inside, bool(b.p_build_up < 0.05))
 

@@ -552,7 +552,7 @@ def test_foreign_direction_test_known_answers():
     smallest p-values, 1/(S + 1) per layer and 1/(n + 1) pooled."""
     f = np.array([[0.0, 1.0]] * 3)
     t = als.foreign_direction_test(np.ones(3), f, n_draw=40_000, seed=1)
-    assert t.p == pytest.approx(1 / 8, abs=0.01) and t.directions == 2
+    assert t.p == pytest.approx(1 / 8, abs=0.01) and (t.directions, t.draws) == (2, 40_000)
     np.testing.assert_allclose(t.p_layer, 2 / 3)
     np.testing.assert_allclose(t.null_lo, 0.0) and np.testing.assert_allclose(t.null_hi, 1.0)
     top = als.foreign_direction_test(np.full(3, 2.0), f, n_draw=999)

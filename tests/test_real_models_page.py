@@ -210,7 +210,7 @@ def _tests(who, beat, own_p, foreign_p=None):
     """A hand-made DirectionTests: the same layers and p-values for every statistic."""
     own = als.OwnDirectionTest(0.1, own_p, 3, 720, True)
     fore = None if foreign_p is None else als.ForeignDirectionTest(np.ones(6), np.zeros(6), np.zeros(6),
-                                                                   np.ones(6), foreign_p, 18)
+                                                                   np.ones(6), foreign_p, 18, 20_000)
     keys = rm.DIRECTION_STATISTICS
     return rm.DirectionTests(who, who, {k: beat for k in keys}, {k: own for k in keys}, {k: fore for k in keys})
 
@@ -278,6 +278,28 @@ def test_direction_glue_reads_the_trained_model_and_counts_the_twins():
     tr = _tests("trained", (1, 2, 4), 0.0004, 0.002)
     tr.beat["tilt"] = (2, 4, 5)
     g = rm.direction_glue([tr, _tests("t0", (1,), 0.01), _tests("t1", (1, 2), 0.3)], 6)
-    assert (g["own_p_gamma"], g["twin_p_rho"], g["wins_tilt"], g["excess_gamma"]) == ("<0.001", "0.002", 3, "+0.10")
+    assert (g["own_p_gamma"], g["twin_p_rho"], g["wins_tilt"], g["excess_gamma"]) == ("p < 0.001", "p = 0.002", 3,
+                                                                                      "+0.10")
     assert (g["la7_layers"], g["la7_n"], g["la7_twins"]) == ("layers 2 and 4", 2, "1, 0")  # t1 fails its own test
     assert (g["la8_n"], g["la8_twins"], g["la8_verdict"]) == (3, "1, 0", "partly reproduced")
+
+
+def test_build_up_summary_groups_the_sources_by_status():
+    got = rm.build_up_summary({"A": "none", "B": "none", "C": "none", "D": "builds up"})
+    assert got == "within its margin of the null (no build-up) in A, B and C; beyond its null in D"
+    assert rm.build_up_summary({"A": "inconclusive"}).startswith("neither beyond its null nor shown")
+
+
+def test_batched_prompt_states_agree_with_one_pass_per_text(tiny_pair):
+    """Texts of equal token length share one forward pass (chapter 3's runtime); every state agrees with its own
+    one-text pass to float32 rounding, in the texts' order, special masks included."""
+    trained, _ = tiny_pair
+    texts = [*TEXTS, "hello there.", "abd"]  # two pairs of equal length
+    H, S = rm.prompt_states(trained, texts)
+    Hb, Sb = rm.prompt_states(trained, texts, batched=True)
+    assert len(Hb) == len(texts) and [h.shape for h in Hb] == [h.shape for h in H]
+    for a, b in zip(H, Hb):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-5)
+    assert all(bool((a == b).all()) for a, b in zip(S, Sb))
+    with pytest.raises(lib.InputError, match="2-D"):
+        trained.hidden_states_batch(trained.encode("abc")["input_ids"])
