@@ -223,30 +223,16 @@ class SpectralModel:
         """
         if input_ids.dim() != 1 or input_ids.numel() == 0:
             raise InputError(f"input_ids must be a non-empty 1-D tensor, got shape {tuple(input_ids.shape)}")
-        outputs: list[torch.Tensor] = []
-
-        def hook(_mod: nn.Module, _args: Any, out: Any) -> None:
-            outputs.append((out[0] if isinstance(out, (tuple, list)) else out).detach())
-
-        handles = [m.register_forward_hook(hook) for m in {id(b): b for b in self.blocks}.values()]
-        try:
-            device = next(self.hf_model.parameters()).device
-            res = self.base(input_ids=input_ids[None].to(device), output_hidden_states=True, use_cache=False)
-        finally:
-            for h in handles:
-                h.remove()
-        if len(outputs) != self.n_layers:
-            raise RuntimeError(f"expected {self.n_layers} block outputs, hooks saw {len(outputs)}")
-        stream = [res.hidden_states[0]] + outputs
-        return torch.cat(stream, dim=0).to(device="cpu", dtype=torch.float64)
+        return self.hidden_states_batch(input_ids[None])[:, 0]
 
     @torch.no_grad()
     def hidden_states_batch(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Residual streams of ``B`` sequences of the *same* length ``n`` in one forward pass: float64 ``(L+1, B, n, d)``.
+        """Residual streams of ``B`` sequences of the same length ``n`` in one pass: float64 ``(L+1, B, n, d)``.
 
-        The same entries as :meth:`hidden_states_ids` for each row of ``input_ids`` ``(B, n)`` (no padding, so no
-        attention mask is needed); one batched pass instead of ``B`` is several times faster on a CPU, and agrees
-        with the one-sequence passes to float32 rounding (the matrix products block differently), not bitwise.
+        The same entries as :meth:`hidden_states_ids` (which is this pass with ``B = 1``) for each row of
+        ``input_ids`` ``(B, n)`` (no padding, so no attention mask is needed). One batched pass instead of
+        ``B`` is several times faster on a CPU, and agrees with the one-sequence passes to float32 rounding
+        (the matrix products block differently), not bitwise.
         """
         if input_ids.dim() != 2 or input_ids.numel() == 0:
             raise InputError(f"input_ids must be a non-empty 2-D tensor (B, n), got shape {tuple(input_ids.shape)}")
