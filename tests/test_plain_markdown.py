@@ -26,7 +26,7 @@ INDEX = SiteIndex(
     exercises={"ex-power-method": Target(DOC, "ex-power-method", "1.1"),
                "ex-head-sum": Target(DOC, "ex-head-sum", "1.2")},
     figures={"fig-1-tilt": Target(DOC, "fig-1-tilt", "Fig. 1.3")},
-    citations={"li2026power": Target("book/intro", "id1", "[LA26]")},
+    citations={"li2026power": Target("book/intro", "id1", "LA26")},
     pages={"book/notation": "Notation", DOC: "1. The power method"},
 )
 VALUES = {"toy_a0": Value("0.109"), "fig_tilt": Value("Fig. 1.3", "fig-1-tilt"), "odd": Value("a_b*c|d $x$")}
@@ -61,7 +61,7 @@ def test_ref_term_eq_prf_cite_and_page_links():
                    f"[Power method]({SITE}book/glossary.html#term-Power-method), "
                    f"[(1)]({SITE}book/01_power_method.html#equation-eq-power-step), "
                    f"[Proposition 2.1]({SITE}book/02_shared_weights.html#prop-consensus), "
-                   f"[\\[LA26\\]]({SITE}book/intro.html#id1), "
+                   f"\\[[LA26]({SITE}book/intro.html#id1)\\], "
                    f"[notation page]({SITE}book/notation.html), [web](https://example.com/a_b)")
 
 

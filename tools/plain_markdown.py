@@ -100,7 +100,7 @@ class SiteIndex:
         terms: glossary terms by lower-cased name (text: the term as the glossary writes it).
         equations: ``{eq}`` labels (text: "(1)"). proofs: ``{prf:ref}`` labels ("Proposition 2.1").
         exercises: exercise labels (text: "1.1"). figures: figure targets (text: "Fig. 3.2").
-        citations: BibTeX keys (text: the site's label, "[LA26]"). pages: document name -> title.
+        citations: BibTeX keys (text: the site's label, "LA26", shown in brackets). pages: document name -> title.
     """
 
     site_url: str = ""
@@ -222,7 +222,7 @@ def _role(ctx: _Context, role: str, content: str) -> str:
         return _link(ctx, explicit if explicit is not None else target.text, target)
     if role in ("cite", "cite:p", "cite:t"):
         parts = [_lookup(ctx, "citations", k.strip(), role) for k in key.split(",")]
-        return ", ".join(_link(ctx, _escape(t.text), t) for t in parts)
+        return "\\[" + ", ".join(_link(ctx, _escape(t.text), t) for t in parts) + "\\]"  # the site's [LA26]
     if role == "math":
         return f"${content}$"
     if role in ("sup", "sub"):

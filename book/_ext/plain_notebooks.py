@@ -71,7 +71,7 @@ def site_index(env: BuildEnvironment, url: str = "") -> SiteIndex:
     index.pages = {doc: env.titles[doc].astext() for doc in env.found_docs if doc in env.titles}
     for label, (doc, anchor, title) in std.get("labels", {}).items():
         if doc:
-            index.labels[label] = Target(doc, anchor, title)
+            index.labels[label] = Target(doc, anchor, str(title))
     terms = std.get("terms", {})
     written = {name.lower(): name for (kind, name) in std.get("objects", {}) if kind == "term"}
     for key, (doc, anchor) in terms.items():
@@ -89,13 +89,9 @@ def site_index(env: BuildEnvironment, url: str = "") -> SiteIndex:
         kind = proof["realtype"].title()
         number = "" if proof.get("nonumber") else _number(numbers, proof["docname"], proof["countertype"], label)
         index.proofs[label] = Target(proof["docname"], label, f"{kind} {number}".strip())
-    try:
-        cite = env.get_domain("cite")
-    except Exception:  # noqa: BLE001 - a build without sphinxcontrib-bibtex has no citations
-        cite = None
-    for citation in getattr(cite, "citations", []) if cite is not None else []:
+    for citation in env.domaindata.get("cite", {}).get("citations", []):  # sphinxcontrib-bibtex's Citation
         index.citations[citation.key] = Target(citation.bibliography_key.docname, citation.citation_id,
-                                               f"[{citation.formatted_entry.label}]")
+                                               citation.formatted_entry.label)
     return index
 
 
@@ -111,9 +107,10 @@ def header(title: str, url: str, doc: str) -> str:
             "chapter's MyST source live instead.")
 
 
-def rendered_chapter(app: Sphinx, pagename: str, index: SiteIndex) -> nbformat.NotebookNode | None:
-    """The chapter ``pagename`` rendered from this build's executed notebook, or ``None`` if it has none."""
-    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+def rendered_chapter(build: Path, pagename: str, index: SiteIndex) -> nbformat.NotebookNode | None:
+    """The chapter ``pagename`` rendered from the executed notebook and glue data of the build in ``build``
+    (``_build``: its ``jupyter_execute/``), or ``None`` if it has none."""
+    executed = Path(build) / "jupyter_execute" / f"{pagename}.ipynb"
     if not executed.is_file():
         return None
     nb = nbformat.read(executed, as_version=4)
@@ -142,7 +139,7 @@ def write_rendered(app: Sphinx, pagename: str, templatename: str, context: dict,
     if app.builder.format != "html" or not _CHAPTER.search(pagename):
         return
     try:
-        nb = rendered_chapter(app, pagename, _index(app))
+        nb = rendered_chapter(Path(app.outdir).parent, pagename, _index(app))
     except RenderError as exc:
         raise ExtensionError(f"plain notebook of {pagename}: {exc}") from exc
     if nb is None:
