@@ -138,7 +138,7 @@ def test_proposition_and_proof():
     out = render(":::{prf:proposition} Consensus on $\\pm v_1$ [paper]\n:label: prop-consensus\n\nTokens "
                  "converge.\n:::\n\n:::{prf:proof}\nSplit $x$.\n:::")
     assert "**Proposition 2.1 (Consensus on $\\pm v_1$ [paper])**" in out and "Tokens converge." in out
-    assert "*Proof.* Split $x$." in out and "∎" in out
+    assert "*Proof.* Split $x$. ∎" in out
 
 
 def test_labelled_display_math_gets_the_sites_number():

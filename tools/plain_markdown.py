@@ -359,8 +359,7 @@ def _directive(ctx: _Context, name: str, arg: str, body: list[str]) -> str:
     if name.startswith("prf:"):
         kind = name[4:]
         if kind == "proof":
-            return _box("", f"*Proof.* {inner().strip()}\n\n<p style=\"text-align: right\">∎</p>",
-                        BOX_COLORS["admonition"])
+            return _box("", f"*Proof.* {inner().strip()} ∎", BOX_COLORS["admonition"])
         if kind not in _PROOF_KINDS:
             raise ctx.fail(f"no plain rendering for the directive {{{name}}}")
         label = opts.get("label", "")
