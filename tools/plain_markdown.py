@@ -29,7 +29,7 @@ import copy
 import html
 import re
 from ast import literal_eval
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,7 +167,6 @@ class _Context:
     where: str
     line: int = 0
     region: str | None = None  # the exercise label of an open {solution-start}
-    equations_seen: list[str] = field(default_factory=list)
 
     def fail(self, message: str) -> RenderError:
         return RenderError(f"{self.where}, line {self.line}: {message}")
@@ -456,8 +455,7 @@ def render_markdown(source: str, doc: str, index: SiteIndex, values: Mapping[str
 
 
 def render_notebook(nb: NotebookNode, doc: str, index: SiteIndex, values: Mapping[str, Value],
-                    header: str | None = None,
-                    keep_cell: Callable[[NotebookNode], bool] = lambda cell: True) -> NotebookNode:
+                    header: str | None = None) -> NotebookNode:
     """A copy of chapter notebook ``nb`` with every markdown cell rendered; code cells and outputs as they are.
 
     Args:
@@ -465,7 +463,6 @@ def render_notebook(nb: NotebookNode, doc: str, index: SiteIndex, values: Mappin
         doc: its document name on the site (``"book/01_power_method"``).
         index, values: from the build (:class:`SiteIndex`, :func:`values_from_glue`).
         header: Markdown of a first cell to add (what the notebook is), or ``None``.
-        keep_cell: which cells to keep (default all).
 
     Raises:
         RenderError: as :func:`render_markdown`, with the cell's number.
@@ -474,8 +471,6 @@ def render_notebook(nb: NotebookNode, doc: str, index: SiteIndex, values: Mappin
     cells = []
     ctx = _Context(doc, index, values, doc)
     for k, cell in enumerate(out.cells):
-        if not keep_cell(cell):
-            continue
         if cell.cell_type == "markdown":
             ctx.where = f"{doc}, markdown cell {k}"
             cell.source = render_blocks(ctx, cell.source.splitlines(), 1).strip("\n")
