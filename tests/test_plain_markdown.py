@@ -147,6 +147,11 @@ def test_labelled_display_math_gets_the_sites_number():
     assert render("```{math}\n:label: eq-other\nw = 3\n```") == "$$\nw = 3\n\\tag{2}\n$$"
 
 
+def test_the_execution_table_points_to_the_site():
+    assert render("```{nb-exec-table}\n```") == (
+        f"*The table of this build's notebook execution times is on [the site's page]({SITE}book/01_power_method.html).*")
+
+
 def test_targets_and_comments_go():
     assert render("(ch-power-method)=\n# 1. Title\n% a comment\ntext") == "# 1. Title\ntext"
 

@@ -365,6 +365,9 @@ def _directive(ctx: _Context, name: str, arg: str, body: list[str]) -> str:
         number = ctx.index.proofs[label].text if label in ctx.index.proofs else kind.capitalize()
         title = number + (f" ({render_inline(ctx, arg)})" if arg else "")
         return _box(title, inner(), BOX_COLORS["proposition"], label)
+    if name == "nb-exec-table":  # myst-nb's table of the build's execution times: only the site has it
+        page = _link(ctx, "the site's page", Target(ctx.doc, "", ctx.index.pages.get(ctx.doc, ctx.doc)))
+        return f"*The table of this build's notebook execution times is on {page}.*"
     if name == "math":
         label = opts.get("label", "")
         return _display_math(ctx, "\n".join(rest), label)

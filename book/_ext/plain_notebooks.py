@@ -1,9 +1,9 @@
-"""Sphinx extension: the ``.ipynb`` a reader downloads from a chapter reads like the site, without MyST.
+"""Sphinx extension: the ``.ipynb`` a reader downloads from a page reads like the site, without MyST.
 
-The download button offers each chapter as myst-nb's executed notebook (``offline_assets.py`` copies it to
+The download button offers each executed page (the chapters, the About page) as myst-nb's executed notebook (``offline_assets.py`` copies it to
 ``_sources/<page>.ipynb``), whose markdown is MyST: opened in Colab, VS Code or Jupyter without
 jupyterlab-myst it would show ``{eval}`name```, ``:::{admonition}`` and ``{ref}`` as literal text. When the
-html builder writes a chapter's page, this extension replaces that file with the chapter rendered by
+html builder writes such a page, this extension replaces that file with the page rendered by
 :func:`tools.plain_markdown.render_notebook`: the build's outputs kept, every markdown cell in plain Markdown
 and HTML, the prose's numbers the values this build glued (``<page>.glue.json``, the data the site's
 ``{eval}`` reads), figure, exercise, equation and proposition numbers and section titles the site's own
@@ -36,7 +36,6 @@ if str(ROOT) not in sys.path:
 
 from tools.plain_markdown import RenderError, SiteIndex, Target, render_notebook, values_from_glue  # noqa: E402
 
-_CHAPTER = re.compile(r"(^|/)\d\d_[^/]*$")
 _GITHUB = re.compile(r"^https://github\.com/(?P<owner>[\w.-]+)/(?P<repo>[\w.-]+?)(?:\.git)?/?$")
 INDEX_FILE = "plain-notebooks-index.json"
 """Written next to the rendered notebooks (``_sources/``): the :class:`SiteIndex` they were rendered with."""
@@ -99,12 +98,12 @@ def header(title: str, url: str, doc: str) -> str:
     """The first markdown cell of a rendered chapter: what this notebook is."""
     page = f"[the book's site]({url}{doc}.html)" if url else "the book's site"
     return (f"*Spectral dynamics of transformers*: **{title}**\n\n"
-            "This notebook is the chapter written for notebook front ends without MyST (Colab, VS Code, "
+            "This notebook is the page written for notebook front ends without MyST (Colab, VS Code, "
             "Jupyter): boxes, solutions (closed until clicked), numbered figures, exercises and equations, "
             f"and cross-references read as on {page}. **The numbers in the text are the values computed "
             "when the book was built** (hover over one to see its name); running the cells recomputes "
             "every output below, but not the text. JupyterLab with jupyterlab-myst (`make lab`) shows the "
-            "chapter's MyST source live instead.")
+            "MyST source live instead.")
 
 
 def rendered_chapter(build: Path, pagename: str, index: SiteIndex) -> nbformat.NotebookNode | None:
@@ -136,7 +135,7 @@ def _index(app: Sphinx) -> SiteIndex:
 def write_rendered(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
     """Write ``_sources/<page>.ipynb``, the file the download button offers (``offline_assets.py`` sets the
     button), as the rendered chapter: after the copies of the executed notebook there and by the theme."""
-    if app.builder.format != "html" or not _CHAPTER.search(pagename):
+    if app.builder.format != "html":
         return
     try:
         nb = rendered_chapter(Path(app.outdir).parent, pagename, _index(app))
