@@ -75,9 +75,10 @@ student: $(STAMP)
 course: $(STAMP)
 	$(PY) -m tools.course --out _build/course
 
-## make colab: every chapter as a Colab notebook (a first cell installs the book from SPECTRAL_BOOK_REPO_URL
-## at the commit GITHUB_SHA, else main), in _build/colab/book/; the publishing workflow pushes them to the
-## colab branch, which the Colab buttons open
+## make colab: every chapter as a Colab notebook, in _build/colab/book/: a first cell installs the book from
+## SPECTRAL_BOOK_REPO_URL at the commit GITHUB_SHA (else main), then the chapter as the html build rendered it
+## for plain Markdown (_build/html/_sources/book/: run `make book` first), without outputs; the publishing
+## workflow pushes them to the colab branch, which the Colab buttons open
 colab: $(STAMP)
 	$(PY) -m tools.colab --out _build/colab
 
