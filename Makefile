@@ -20,7 +20,7 @@ MATHJAX := .vendor/mathjax/tex-mml-chtml.js
 AXE_VERSION := 4.14.1
 AXE := .vendor/axe-core/axe.min.js
 
-.PHONY: book pdf test lab student colab bench vendor linkcheck browser-deps clean
+.PHONY: book pdf test lab student course colab bench vendor linkcheck browser-deps clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -78,9 +78,16 @@ lab: $(STAMP)
 student: $(STAMP)
 	$(PY) -m tools.student --out _build/student
 
-## make colab: every chapter as a Colab notebook (a first cell installs the book from SPECTRAL_BOOK_REPO_URL
-## at the commit GITHUB_SHA, else main), in _build/colab/book/; the publishing workflow pushes them to the
-## colab branch, which the Colab buttons open
+## make course: an nbgrader course folder in _build/course (nbgrader_config.py, source/chN/ = the instructor
+## editions, an empty gradebook) and the kernel spec spectral-book, the book's environment, for nbgrader's
+## kernel; then, in _build/course: nbgrader generate_assignment chN, nbgrader autograde chN (book/course.md)
+course: $(STAMP)
+	$(PY) -m tools.course --out _build/course
+
+## make colab: every chapter as a Colab notebook, in _build/colab/book/: a first cell installs the book from
+## SPECTRAL_BOOK_REPO_URL at the commit GITHUB_SHA (else main), then the chapter as the html build rendered it
+## for plain Markdown (_build/html/_sources/book/: run `make book` first), without outputs; the publishing
+## workflow pushes them to the colab branch, which the Colab buttons open
 colab: $(STAMP)
 	$(PY) -m tools.colab --out _build/colab
 

@@ -16,9 +16,9 @@ Entry points:
 
 from __future__ import annotations
 
-import os
 import warnings
 
+from lib.config import BOOK_BUILD_ENV, REAL_MODELS_ENV, in_book_build, real_models_enabled
 from lib.errors import (
     CheckpointError,
     InputError,
@@ -50,6 +50,7 @@ __all__ = [
     "UnsafeCheckpointError",
     "UnsupportedModelError",
     "BOOK_BUILD_ENV",
+    "REAL_MODELS_ENV",
     "book_setup",
     "in_book_build",
     "load_model",
@@ -57,23 +58,6 @@ __all__ = [
     "real_models_enabled",
     "spectra",
 ]
-
-REAL_MODELS_ENV = "SPECTRAL_BOOK_REAL_MODELS"
-BOOK_BUILD_ENV = "SPECTRAL_BOOK_BUILD"
-
-
-def in_book_build() -> bool:
-    """Whether the code runs inside ``make book`` (``SPECTRAL_BOOK_BUILD=1``), not in JupyterLab or a script."""
-    return os.environ.get(BOOK_BUILD_ENV) == "1"
-
-
-def real_models_enabled() -> bool:
-    """The one switch for real checkpoints: ``SPECTRAL_BOOK_REAL_MODELS=1`` in the environment.
-
-    Off by default, so every chapter runs offline on the models that ship with the project.
-    """
-    return os.environ.get(REAL_MODELS_ENV, "0") == "1"
-
 
 def book_setup(seed: int = 0, chapter: int | None = None) -> None:
     """First call of every chapter: Altair renderer, seeds, short error messages, quiet warnings.

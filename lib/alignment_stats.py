@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -55,8 +55,18 @@ __all__ = [
     "basis_dims",
     "bootstrap_ratio",
     "chance_levels",
+    "CrossLayerMaps",
+    "Equivalence",
+    "ForeignDirectionTest",
+    "OwnDirectionTest",
+    "bootstrap_draws",
     "cross_layer",
+    "cross_layer_maps",
     "diagonal_wins",
+    "equivalence_test",
+    "foreign_direction_test",
+    "null_draws_with_tilt",
+    "own_direction_test",
     "eigen_bases",
     "fitted_rate_interval",
     "empirical_p",
@@ -328,6 +338,31 @@ def _prompt_sums(values: np.ndarray, prompt: np.ndarray, n_prompts: int) -> np.n
     return values @ onehot
 
 
+def bootstrap_draws(
+    sums: np.ndarray, counts: np.ndarray, *, n_boot: int = 1000, seed: int = 0
+) -> np.ndarray:
+    """Token-weighted means ``Σ_p w_p sums_p / Σ_p w_p counts_p`` of ``n_boot`` resamples of the prompts.
+
+    ``w_p`` is the multiplicity of prompt ``p`` in a resample drawn with replacement
+    (``numpy.random.default_rng(seed)``); :func:`bootstrap_ratio` takes its quantiles from the same draws.
+
+    Args:
+        sums: ``(..., P)`` per-prompt sums of the per-token quantity.
+        counts: ``(P,)`` tokens per prompt.
+
+    Returns:
+        ``(..., n_boot)`` float64 (NaN for a resample with no token).
+    """
+    sums, counts = np.asarray(sums, dtype=np.float64), np.asarray(counts, dtype=np.float64)
+    P = counts.size
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, P, size=(n_boot, P))
+    weights = np.zeros((n_boot, P))
+    np.add.at(weights, (np.arange(n_boot)[:, None], draws), 1.0)  # multiplicity of each prompt
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (sums @ weights.T) / (weights @ counts)
+
+
 def bootstrap_ratio(
     sums: np.ndarray, counts: np.ndarray, *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -336,7 +371,7 @@ def bootstrap_ratio(
     Args:
         sums: ``(..., P)`` per-prompt sums of the per-token quantity.
         counts: ``(P,)`` tokens per prompt.
-        n_boot: bootstrap resamples (prompts drawn with replacement).
+        n_boot: bootstrap resamples (prompts drawn with replacement, :func:`bootstrap_draws`).
         ci: coverage of the interval.
         seed: seed of ``numpy.random.default_rng``.
 
@@ -344,16 +379,10 @@ def bootstrap_ratio(
         ``(estimate, lo, hi)``, each of shape ``sums.shape[:-1]``.
     """
     sums, counts = np.asarray(sums, dtype=np.float64), np.asarray(counts, dtype=np.float64)
-    P = counts.size
     est = sums.sum(-1) / counts.sum()
     if n_boot <= 0:
         return est, np.full_like(est, np.nan), np.full_like(est, np.nan)
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, P, size=(n_boot, P))
-    weights = np.zeros((n_boot, P))
-    np.add.at(weights, (np.arange(n_boot)[:, None], draws), 1.0)  # multiplicity of each prompt
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boot = (sums @ weights.T) / (weights @ counts)  # (..., n_boot)
+    boot = bootstrap_draws(sums, counts, n_boot=n_boot, seed=seed)
     q = (1 - ci) / 2
     lo, hi = np.nanquantile(boot, [q, 1 - q], axis=-1)
     return est, lo, hi
@@ -408,6 +437,7 @@ def null_draws(
     For layer ``t`` with basis dimension ``k_t`` (:func:`basis_dims`), ``m`` bases are drawn by
     :func:`random_subspaces`, independently for every layer, and γ and ρ are computed exactly as in
     :func:`gamma_rho` (token-weighted means, strict increase), one matrix product per chunk of draws.
+    :func:`null_draws_with_tilt` also returns the tilt Δγ_t of the same draws.
 
     Args:
         ts: token states ``(T+1, N, d)`` (select the tokens first).
@@ -419,13 +449,26 @@ def null_draws(
     Returns:
         ``(gamma, rho)``, float64 ``(T, m)``: the null distribution of each layer's statistics.
     """
+    gam, rho, _ = null_draws_with_tilt(ts, bases, m=m, seed=seed, chunk=chunk)
+    return gam, rho
+
+
+def null_draws_with_tilt(
+    ts: TokenStates, bases: np.ndarray | EigenBases, *, m: int = 1000, seed: int = 0, chunk: int = 250
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`null_draws` plus the tilt ``Δγ_t = γ_t − γ_t^in`` of every draw: ``(gamma, rho, tilt)``, each ``(T, m)``.
+
+    The same subspaces (same generator, same order) as :func:`null_draws`, so its two arrays are identical. The
+    tilt of a draw is the mean change, across the layer, of the tokens' alignment with that random subspace: the
+    null of Δγ_t (the states drift, and a random direction's alignment changes with them).
+    """
     k = np.broadcast_to(basis_dims(bases), (ts.steps,))
     rng = np.random.default_rng(seed)
     # Unit tokens; the projections of the Monte Carlo null run in float32 (2-3x faster; their rounding,
     # ~1e-7 relative, is far below the null's own sampling error ~1/sqrt(m)). Draws and sums stay float64.
     X = (ts.states / np.linalg.norm(ts.states, axis=-1, keepdims=True)).astype(np.float32)
     N, d = X.shape[1], X.shape[2]
-    gam, rho = np.empty((ts.steps, m)), np.empty((ts.steps, m))
+    gam, rho, tilt = (np.empty((ts.steps, m)) for _ in range(3))
     for t in range(ts.steps):
         kt = int(k[t])
         for j in range(0, m, chunk):
@@ -434,8 +477,9 @@ def null_draws(
             P = (X[t : t + 2] @ Q).reshape(2, N, c, kt)
             a2 = np.einsum("snck,snck->snc", P, P)  # squared alignment, (in/out, N, c)
             gam[t, j : j + c] = np.sqrt(a2[1]).mean(axis=0, dtype=np.float64)
+            tilt[t, j : j + c] = gam[t, j : j + c] - np.sqrt(a2[0]).mean(axis=0, dtype=np.float64)
             rho[t, j : j + c] = (a2[1] > a2[0]).mean(axis=0, dtype=np.float64)
-    return gam, rho
+    return gam, rho, tilt
 
 
 def empirical_p(observed: np.ndarray, draws: np.ndarray) -> np.ndarray:
@@ -449,7 +493,7 @@ def empirical_p(observed: np.ndarray, draws: np.ndarray) -> np.ndarray:
 def random_null(
     ts: TokenStates, bases: np.ndarray | EigenBases, *, m: int = 1000, seed: int = 0, ci: float = 0.95
 ) -> pd.DataFrame:
-    """The layer's own null distribution of γ_t and ρ_t, and the one-sided test of the observed values.
+    """The layer's own null distribution of γ_t, ρ_t and Δγ_t, and the one-sided test of the observed values.
 
     The null keeps the real states (so it absorbs their anisotropy) and replaces each layer's basis by
     uniformly random subspaces of the *same* dimension ``k_t`` (:func:`null_draws`). p-values are
@@ -459,23 +503,25 @@ def random_null(
     Returns:
         One row per layer: ``layer``, ``k``, ``chance`` (``c_{d,k}``), ``draws`` (``m``); the null's
         mean and central ``ci`` range, ``gamma_null`` / ``gamma_null_lo`` / ``gamma_null_hi`` (also over
-        ``chance``: ``gamma_ratio_null*``) and ``rho_null*`` (the distribution of the draws, not an
-        interval for its mean); the observed ``gamma`` and ``rho`` (:func:`gamma_rho`'s estimates) and
-        ``p_gamma``, ``p_rho``, ``q_gamma``, ``q_rho``.
+        ``chance``: ``gamma_ratio_null*``), ``rho_null*`` and ``tilt_null*`` (the distribution of the draws, not
+        an interval for its mean); the observed ``gamma``, ``rho`` and ``tilt`` (Δγ_t; :func:`gamma_rho`'s
+        estimates) and ``p_gamma``, ``p_rho``, ``p_tilt``, ``q_gamma``, ``q_rho``, ``q_tilt``. The tilt's test is
+        one-sided too (a tilt *toward* the basis); its null is the change of a random subspace's alignment
+        across the same layer (:func:`null_draws_with_tilt`).
     """
     from lib.topology import benjamini_hochberg
 
     obs = gamma_rho(ts, bases, n_boot=0)
-    gam, rho = null_draws(ts, bases, m=m, seed=seed)
+    gam, rho, tilt = null_draws_with_tilt(ts, bases, m=m, seed=seed)
     q = (1 - ci) / 2
     out: dict[str, Any] = {"layer": obs.layer.to_numpy(), "k": obs.k.to_numpy(), "chance": obs.chance.to_numpy(),
                            "draws": np.full(ts.steps, m)}
-    for name, vals in (("gamma_null", gam), ("rho_null", rho)):
+    for name, vals in (("gamma_null", gam), ("rho_null", rho), ("tilt_null", tilt)):
         lo, hi = np.quantile(vals, [q, 1 - q], axis=1)
         out.update({name: vals.mean(axis=1), f"{name}_lo": lo, f"{name}_hi": hi})
     for suffix in ("", "_lo", "_hi"):
         out[f"gamma_ratio_null{suffix}"] = out[f"gamma_null{suffix}"] / out["chance"]
-    for name, draws in (("gamma", gam), ("rho", rho)):
+    for name, draws in (("gamma", gam), ("rho", rho), ("tilt", tilt)):
         p = empirical_p(obs[name].to_numpy(), draws)
         out.update({name: obs[name].to_numpy(), f"p_{name}": p, f"q_{name}": benjamini_hochberg(p)})
     return pd.DataFrame(out)
@@ -496,19 +542,199 @@ def cross_layer(
         ``(gamma, rho)``, each ``(T, S)``: entry ``[t, s]`` uses ``B_s``. The diagonal is ``(γ_t, ρ_t)``
         (or ``γ_t / c_{d,k_t}``); the off-diagonal entries are the "``v_1`` of another layer" null.
     """
+    g_out, _, rho = _cross_means(ts, bases)
+    if relative_to_chance:
+        g_out = g_out / chance_levels(ts.d, basis_dims(bases))[None, :]
+    return g_out, rho
+
+
+def _cross_means(ts: TokenStates, bases: np.ndarray | EigenBases) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean output and input alignment and ρ of every layer ``t``'s tokens against every basis ``s``: ``(T, S)`` each."""
     B = bases.v1 if isinstance(bases, EigenBases) else spectra.as_float64(bases)
     X = ts.states
     proj = np.linalg.norm(np.einsum("tnd,sdk->tsnk", X, B), axis=-1) / np.linalg.norm(X, axis=-1)[:, None, :]
     a_in, a_out = proj[:-1], proj[1:]  # (T, S, N)
-    gamma = a_out.mean(-1)
-    if relative_to_chance:
-        gamma = gamma / chance_levels(ts.d, basis_dims(bases))[None, :]
-    return gamma, (a_out > a_in).mean(-1)
+    return a_out.mean(-1), a_in.mean(-1), (a_out > a_in).mean(-1)
+
+
+# -- is it the layer's *own* direction? cross-layer and twin-direction nulls [ours] --------------------------
+class CrossLayerMaps(NamedTuple):
+    """:func:`cross_layer_maps`: entry ``[t, s]`` is a statistic of the tokens crossing layer ``t`` against basis ``s``.
+
+    Attributes:
+        gamma: ``(T, S)`` γ over the chance level ``c_{d,k_s}`` of basis ``s``.
+        rho: ``(T, S)`` ρ (strict increase of the alignment across layer ``t``).
+        tilt: ``(T, S)`` Δγ = γ − γ^in over the same chance level.
+    """
+
+    gamma: np.ndarray
+    rho: np.ndarray
+    tilt: np.ndarray
+
+
+def cross_layer_maps(ts: TokenStates, bases: np.ndarray | EigenBases) -> CrossLayerMaps:
+    """γ / chance, ρ and Δγ / chance of every layer ``t``'s tokens against every basis ``s`` (one einsum).
+
+    ``bases`` is an :class:`EigenBases` (its ``v1``) or ``(S, d, k)`` zero-padded bases, which may come from
+    another model (a twin's ``v1``: the twin-direction null of :func:`foreign_direction_test`).
+    """
+    g_out, g_in, rho = _cross_means(ts, bases)
+    chance = chance_levels(ts.d, basis_dims(bases))[None, :]
+    return CrossLayerMaps(g_out / chance, rho, (g_out - g_in) / chance)
+
+
+class OwnDirectionTest(NamedTuple):
+    """:func:`own_direction_test`: does each layer's own direction beat the other layers' directions?
+
+    Attributes:
+        excess: mean of the diagonal of the map minus the mean of its off-diagonal entries.
+        p: one-sided permutation p-value of the diagonal's sum among all assignments of the ``T`` columns to
+            the ``T`` rows (exact when every permutation is enumerated, else ``(1 + #≥)/(n + 1)``).
+        wins: rows whose diagonal entry is the row's largest (:func:`diagonal_wins`).
+        permutations: how many permutations the p-value counts (``T!`` when exact).
+        exact: whether every permutation was enumerated.
+    """
+
+    excess: float
+    p: float
+    wins: int
+    permutations: int
+    exact: bool
+
+
+def own_direction_test(matrix: np.ndarray, *, n_perm: int = 20_000, seed: int = 0,
+                       max_exact: int = 8) -> OwnDirectionTest:
+    """Permutation test of "layer ``t``'s own direction beats the other layers' directions" on a ``(T, T)`` map.
+
+    ``matrix[t, s]`` is a statistic of the tokens crossing layer ``t`` against layer ``s``'s direction
+    (:func:`cross_layer_maps`). Under the null [ours] the direction a layer is paired with does not matter beyond
+    a row effect (how aligned layer ``t``'s tokens are with anything) and a column effect (how much any layer's
+    tokens catch direction ``s``: an anisotropic state's dominant direction scores high in every row). A
+    permutation uses every row and every column once, so both effects cancel from the sum ``Σ_t M[t, π(t)]``
+    and only a *diagonal* advantage can make the identity's sum large. p is the share of permutations whose sum
+    is at least the diagonal's (the identity counts as one of them, so ``p ≥ 1/T!``): all ``T!`` for
+    ``T ≤ max_exact``, else ``n_perm`` uniform random permutations (seed ``seed``).
+
+    Raises:
+        ValueError: the map is not square with at least 2 rows.
+    """
+    from itertools import permutations
+
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2:
+        raise ValueError(f"need a square matrix with at least 2 rows, got shape {m.shape}")
+    T = m.shape[0]
+    rows = np.arange(T)
+    observed = np.trace(m)
+    tol = 1e-12 * max(1.0, float(np.abs(m).max()))  # a permutation that ties the diagonal counts against it
+    if T <= max_exact:
+        perms = np.array(list(permutations(range(T))))
+        ge = int((m[rows, perms].sum(axis=1) >= observed - tol).sum())
+        p, n, exact = ge / len(perms), len(perms), True
+    else:
+        perms = np.argsort(np.random.default_rng(seed).random((n_perm, T)), axis=1)
+        ge = int((m[rows, perms].sum(axis=1) >= observed - tol).sum())
+        p, n, exact = (1 + ge) / (n_perm + 1), n_perm, False
+    off = (m.sum() - observed) / (T * (T - 1))
+    return OwnDirectionTest(float(observed / T - off), float(p), diagonal_wins(m), n, exact)
+
+
+class ForeignDirectionTest(NamedTuple):
+    """:func:`foreign_direction_test`: each layer's own direction against directions from other models.
+
+    Attributes:
+        observed: ``(T,)`` the statistic against the layer's own direction.
+        null_lo, null_hi: ``(T,)`` the lowest and highest value against the foreign directions.
+        p_layer: ``(T,)`` per-layer empirical p, ``(1 + #{foreign ≥ own})/(S + 1)`` (``S`` foreign directions:
+            at best ``1/(S + 1)``).
+        p: one-sided p of the mean over layers, against means whose every layer takes one foreign direction
+            drawn at random (``n_draw`` Monte Carlo draws, ``(1 + #≥)/(n + 1)``).
+        directions: ``S``. draws: the Monte Carlo draws of the pooled test.
+    """
+
+    observed: np.ndarray
+    null_lo: np.ndarray
+    null_hi: np.ndarray
+    p_layer: np.ndarray
+    p: float
+    directions: int
+    draws: int
+
+
+def foreign_direction_test(observed: np.ndarray, foreign: np.ndarray, *, n_draw: int = 20_000,
+                           seed: int = 0) -> ForeignDirectionTest:
+    """Test each layer's statistic against the same statistic for ``S`` foreign directions, and the mean over layers.
+
+    ``observed[t]`` is a statistic of the tokens crossing layer ``t`` against its own direction, ``foreign[t, s]``
+    the same tokens against direction ``s`` of another model (e.g. every layer's ``v_1`` of every random-init twin,
+    :func:`cross_layer_maps` on the twins' bases: the twin-direction null [ours]). Each layer gets an empirical p
+    among its ``S`` values; with ``S`` small that p cannot go below ``1/(S + 1)``, so the pooled test asks whether
+    the mean over layers beats means in which every layer's own direction is replaced by a foreign one, drawn
+    independently per layer (the null: a layer's own direction is one more draw from the foreign ones).
+    """
+    obs = np.asarray(observed, dtype=np.float64)
+    f = np.asarray(foreign, dtype=np.float64)
+    if f.ndim != 2 or f.shape[0] != obs.size or f.shape[1] < 1:
+        raise ValueError(f"foreign must be (T, S) with T = {obs.size} and S >= 1, got shape {f.shape}")
+    T, S = f.shape
+    idx = np.random.default_rng(seed).integers(0, S, size=(n_draw, T))
+    means = f[np.arange(T), idx].mean(axis=1)
+    p = (1 + int((means >= obs.mean()).sum())) / (n_draw + 1)
+    return ForeignDirectionTest(obs, f.min(axis=1), f.max(axis=1), empirical_p(obs, f), float(p), S, n_draw)
+
+
+class Equivalence(NamedTuple):
+    """:func:`equivalence_test`: two one-sided tests (TOST) of ``|difference| < margin``.
+
+    Attributes:
+        difference: the estimate minus the reference. lo, hi: its ``1 − 2α`` bootstrap interval.
+        margin: the equivalence margin δ. p: the TOST p-value, the larger of the two one-sided p-values;
+            ``p < α`` means "equivalent within ±δ". alpha: the level.
+    """
+
+    difference: float
+    lo: float
+    hi: float
+    margin: float
+    p: float
+    alpha: float
+
+    @property
+    def equivalent(self) -> bool:
+        """Whether both one-sided tests reject, i.e. the ``1 − 2α`` interval lies inside ``(−δ, δ)``."""
+        return self.p < self.alpha
+
+
+def equivalence_test(estimate: float, boot: np.ndarray, reference: float, margin: float, *,
+                     alpha: float = 0.05) -> Equivalence:
+    """TOST [ours]: is ``estimate − reference`` within ``±margin``, judged by the bootstrap draws ``boot`` of the estimate?
+
+    The one-sided p-values are the bootstrap shares of draws at or beyond each bound,
+    ``p₋ = (1 + #{boot − reference ≤ −δ})/(n + 1)`` and ``p₊ = (1 + #{boot − reference ≥ δ})/(n + 1)``; the TOST p is
+    ``max(p₋, p₊)``, and ``p < α`` exactly when the percentile ``1 − 2α`` interval lies inside ``(−δ, δ)`` (up to
+    the ``1/(n + 1)`` granularity). A difference too uncertain for its margin stays "not equivalent": absence
+    of evidence is not evidence of absence.
+
+    Raises:
+        ValueError: ``margin <= 0`` or no finite bootstrap draw.
+    """
+    if not margin > 0:
+        raise ValueError(f"the equivalence margin must be positive, got {margin}")
+    b = np.asarray(boot, dtype=np.float64)
+    b = b[np.isfinite(b)] - reference
+    if b.size == 0:
+        raise ValueError("no finite bootstrap draw")
+    n = b.size
+    p_lo = (1 + int((b <= -margin).sum())) / (n + 1)
+    p_hi = (1 + int((b >= margin).sum())) / (n + 1)
+    lo, hi = np.quantile(b, [alpha, 1 - alpha])
+    return Equivalence(float(estimate - reference), float(lo), float(hi), float(margin), float(max(p_lo, p_hi)),
+                       alpha)
 
 
 def fixed_direction_profile(
     ts: TokenStates, basis: np.ndarray, *, m: int = 1000, n_boot: int = 1000, seed: int = 0, ci: float = 0.95,
-    chunk: int = 100,
+    chunk: int = 100, margin_chance: float = 0.5,
 ) -> pd.DataFrame:
     """Alignment of the tokens at every depth with one *fixed* basis ``(d, k)``: does it build up with depth?
 
@@ -523,10 +749,18 @@ def fixed_direction_profile(
     ``build_up_null_lo`` / ``_hi`` and the one-sided p-value ``p_build_up`` (:func:`empirical_p`).
     ``chunk`` random subspaces are projected at a time (float32, as in :func:`null_draws`).
 
+    An absence of build-up is tested, not assumed: the two one-sided tests of :func:`equivalence_test` ask
+    whether the build-up's excess over the null's median, ``build_up − median(null)``, lies within
+    ``±δ`` with ``δ = margin_chance · c_{d,k}`` (a margin in units of the chance level [ours]), judged by the
+    build-up's bootstrap draws over prompts.
+
     Returns:
         Columns ``step``, ``alignment``, ``lo``, ``hi``, ``k``, ``chance``, ``ratio``, ``ratio_lo``,
         ``ratio_hi``, ``null_ratio_lo``, ``null_ratio_hi``, ``build_up``, ``build_up_lo``, ``build_up_hi``,
-        ``build_up_null_lo``, ``build_up_null_hi``, ``p_build_up``.
+        ``build_up_null_lo``, ``build_up_null_hi``, ``p_build_up``; the equivalence test's ``build_up_null_mid``
+        (the null's median), ``excess`` (build-up minus it), ``excess_lo`` / ``excess_hi`` (its 90% bootstrap
+        interval), ``margin`` (δ) and ``p_equivalent`` (TOST p: below 0.05 means "no build-up beyond the null,
+        within ±δ").
     """
     B = spectra.as_float64(basis)
     k = int(basis_dims(B))
@@ -536,8 +770,9 @@ def fixed_direction_profile(
     a = step_alignment(ts, B)  # (T+1, N)
     est, lo, hi = bootstrap_ratio(_prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
     last = max(ts.steps - 1, 0)
-    bu, bu_lo, bu_hi = bootstrap_ratio(_prompt_sums(a[last] - a[0], ts.prompt, ts.n_prompts), counts,
-                                       n_boot=n_boot, ci=ci, seed=seed)
+    bu_sums = _prompt_sums(a[last] - a[0], ts.prompt, ts.n_prompts)
+    bu, bu_lo, bu_hi = bootstrap_ratio(bu_sums, counts, n_boot=n_boot, ci=ci, seed=seed)
+    bu_boot = bootstrap_draws(bu_sums, counts, n_boot=max(n_boot, 1), seed=seed)  # the same resamples
     X = (ts.states / np.linalg.norm(ts.states, axis=-1, keepdims=True)).astype(np.float32)  # as in null_draws
     rng = np.random.default_rng(seed)
     null = np.empty((ts.steps + 1, m))
@@ -550,6 +785,8 @@ def fixed_direction_profile(
     n_lo, n_hi = np.quantile(null, [q, 1 - q], axis=1)
     null_bu = null[last] - null[0]  # the same change for each random subspace: (m,)
     bu_null_lo, bu_null_hi = np.quantile(null_bu, [q, 1 - q])
+    mid = float(np.median(null_bu))
+    eq = equivalence_test(float(bu), bu_boot, mid, margin_chance * chance)
     return pd.DataFrame({
         "step": np.arange(ts.steps + 1), "alignment": est, "lo": lo, "hi": hi, "k": k, "chance": chance,
         "ratio": est / chance, "ratio_lo": lo / chance, "ratio_hi": hi / chance,
@@ -557,6 +794,8 @@ def fixed_direction_profile(
         "build_up": float(bu), "build_up_lo": float(bu_lo), "build_up_hi": float(bu_hi),
         "build_up_null_lo": bu_null_lo, "build_up_null_hi": bu_null_hi,
         "p_build_up": float(empirical_p(np.array([bu]), null_bu[None])[0]),
+        "build_up_null_mid": mid, "excess": eq.difference, "excess_lo": eq.lo, "excess_hi": eq.hi,
+        "margin": eq.margin, "p_equivalent": eq.p,
     })
 
 
@@ -670,8 +909,8 @@ def gamma_rho_table(results: pd.DataFrame, *, null: bool = True) -> pd.DataFrame
 
     Returns:
         Columns ``variant``, ``layer``, ``k``, ``γₜ``, ``chance c(d, k)``, ``γₜ / chance`` and its
-        ``95% CI`` (text), ``null 95% range of γₜ / chance`` (text), ``q(γₜ)``, ``Δγₜ`` (``tilt``),
-        ``ρₜ`` and its ``95% CI`` (text), ``null 95% range of ρₜ`` (text) and ``q(ρₜ)`` (BH-adjusted
+        ``95% CI`` (text), ``null 95% range of γₜ / chance`` (text), ``q(γₜ)``, ``Δγₜ`` (``tilt``; with its
+        ``null 95% range of Δγₜ`` and ``q(Δγₜ)`` where ``results`` carry the tilt's test), ``ρₜ`` and its ``95% CI`` (text), ``null 95% range of ρₜ`` (text) and ``q(ρₜ)`` (BH-adjusted
         p-values across layers, text), in the row order of ``results``. Formats: :data:`GAMMA_RHO_FORMAT`.
     """
     t = results
@@ -685,6 +924,9 @@ def gamma_rho_table(results: pd.DataFrame, *, null: bool = True) -> pd.DataFrame
             f"[{a:.2f}, {b:.2f}]" for a, b in zip(t.gamma_ratio_null_lo, t.gamma_ratio_null_hi)]
         table["q(γₜ)"] = [_fmt_p(x) for x in t.q_gamma]
     table["Δγₜ"] = t.tilt.to_numpy()
+    if null and "q_tilt" in t:
+        table["null 95% range of Δγₜ"] = [f"[{a:+.4f}, {b:+.4f}]" for a, b in zip(t.tilt_null_lo, t.tilt_null_hi)]
+        table["q(Δγₜ)"] = [_fmt_p(x) for x in t.q_tilt]
     table["ρₜ"] = t.rho.to_numpy()
     table["ρₜ 95% CI"] = [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_lo, t.rho_hi)]
     if null:

@@ -33,7 +33,7 @@ from lib import jacobian_context as jcx
 from lib import nonnormal as nn
 from lib import spectra, steering
 from lib.cumulative import erank_from_singular_values
-from lib.funnel_stats import bootstrap_weights
+from lib.funnel_stats import bootstrap_weights, power_qualified
 from lib.parallel import map_matrices
 from lib.tables import interval_text, value_range
 from lib.topology import benjamini_hochberg
@@ -41,13 +41,14 @@ from lib.topology import benjamini_hochberg
 if TYPE_CHECKING:
     from lib.models import SpectralModel, Twins
 
-__all__ = ["ANGLE_DRAWS", "ANGLE_TARGETS", "GAMMA_VIEWS", "RATE_PROPERTIES", "STEERING_QUANTITIES", "Findings",
-           "JView", "ModelViews", "TwinViews", "analyse",
-           "analyse_twins", "angle_findings", "angle_summary", "autodiff_check", "context_findings",
-           "context_jacobians", "context_table", "context_twins", "float64", "gamma_findings", "gamma_summary",
-           "in_context_stack", "perturbation_errors", "perturbation_twins", "rate_findings", "rate_tests",
-           "readable", "share_findings", "steering_findings", "steering_long",
-           "steering_twins", "steering_views", "steering_views_at"]
+__all__ = ["ANGLE_DRAWS", "ANGLE_TARGETS", "CONTEXT_PATHS", "Findings", "GAMMA_VIEWS", "JView", "ModelViews",
+           "RATE_EFFECTS", "RATE_PREDICTED", "RATE_PROPERTIES", "RATE_STRONG", "SHARE_MOST", "SHARE_PROTOCOLS",
+           "STEERING_QUANTITIES", "TwinViews", "analyse", "analyse_twins", "angle_findings", "angle_summary",
+           "autodiff_check", "combined_verdict", "context_decomposition", "context_findings", "context_jacobians",
+           "context_table", "context_twins", "float64", "gamma_findings", "gamma_summary", "in_context_stack",
+           "perturbation_errors", "perturbation_twins", "rate_findings", "rate_power", "rate_tests", "readable",
+           "share_both", "share_findings", "share_table", "share_verdict", "share_weights", "steering_findings",
+           "steering_long", "steering_twins", "steering_views", "steering_views_at"]
 
 ANGLE_TARGETS: tuple[str, ...] = ("eigenvectors of J̄", "left singular vectors", "right singular vectors",
                                   "funnel image")
@@ -61,8 +62,10 @@ class ModelViews:
     Attributes:
         label, key, series: the model's label, its family key ("MiniLM", "decoder") and the series
             ("trained", "random 0", ...). layout: "pre-norm" or "post-norm". d: the width. n_prompts: P.
-        share: result 1: ``share`` = ‖J̄_F‖_F/‖Ū‖_F with ``lo``/``hi`` (bootstrap over prompts) and
-            ``sigma_share`` = σ₁(J̄_F)/σ₁(Ū) (the top of the singular spectrum).
+        share: result 1, single token (:func:`share_table`): ``attn`` = ⟨J̄_F, Ū⟩/‖Ū‖² (the attention path's
+            projection share of the mean update) and ``avoid`` = 1 − ``attn`` (the path that avoids F), each with
+            ``_lo``/``_hi`` (bootstrap over prompts); their sizes ``size_attn`` = ‖J̄_F‖/‖Ū‖ and ``size_avoid``;
+            ``med``/``med_lo``/``med_hi`` (the median of ``attn`` over layers); ``sigma_size`` = σ₁(J̄_F)/σ₁(Ū).
         angles: result 2, long format: ``target``, ``k`` (its dimension), ``k_F``, ``theta`` (degrees, the
             smallest principal angle), ``chance_lo`` (5% quantile of the null, degrees), ``p``, ``q`` (BH per target).
         rates: result 3: ``gap_ratio`` of F, ``radius_J`` = ρ(J̄), ``delta_H`` = dep(Ū)/‖Ū‖_F
@@ -158,6 +161,36 @@ def _gamma_table(ts: als.TokenStates, bases: dict[str, tuple[np.ndarray, np.ndar
     return pd.concat(frames, ignore_index=True)
 
 
+def share_weights(n: int, n_boot: int, seed: int = 0) -> np.ndarray:
+    """``(n_boot + 1, n)`` weights for :func:`lib.bridge.resampled_shares`: row 0 the mean (``1/n``), then
+    ``n_boot`` prompt-bootstrap resamples (:func:`lib.funnel_stats.bootstrap_weights`)."""
+    return np.vstack([np.full(n, 1.0 / n), bootstrap_weights(n, n_boot, seed)])
+
+
+def share_table(boots: Sequence[Mapping[str, np.ndarray]], level: float = 0.95) -> pd.DataFrame:
+    """Result 1's per-layer table from :func:`lib.bridge.resampled_shares` of every layer.
+
+    Every layer's arrays must come from the same weights (:func:`share_weights`: row 0 the estimate, then
+    the resamples), so that a statistic over layers is resampled jointly: ``med`` is the median over layers
+    of the ``attn`` share, with ``med_lo``/``med_hi`` its percentile interval at ``level``.
+
+    Returns:
+        one row per layer (``layer`` 1-based): for each array name ``c`` of ``boots``, ``c`` (the estimate)
+        and ``c_lo``/``c_hi``; and ``med``, ``med_lo``, ``med_hi`` (the same on every row).
+    """
+    a = (1 - level) / 2
+    rows = []
+    for t, b in enumerate(boots):
+        row: dict[str, float] = {"layer": t + 1}
+        for name, v in b.items():
+            lo, hi = np.quantile(v[1:], [a, 1 - a])
+            row.update({name: float(v[0]), f"{name}_lo": float(lo), f"{name}_hi": float(hi)})
+        rows.append(row)
+    med = np.median(np.stack([b["attn"] for b in boots]), axis=0)  # (B + 1,): per resample, over layers
+    lo, hi = np.quantile(med[1:], [a, 1 - a])
+    return pd.DataFrame(rows).assign(med=float(med[0]), med_lo=float(lo), med_hi=float(hi))
+
+
 def analyse(model: Any, texts: Sequence[str], *, key: str, series: str, k: int = 8, n_first: int = 2,
             n_boot: int = 200, m_null: int = 1000, seed: int = 0) -> ModelViews:
     """Both views of every layer of ``model`` on ``texts`` (results 1–4; the Jacobians for result 5).
@@ -181,11 +214,12 @@ def analyse(model: Any, texts: Sequence[str], *, key: str, series: str, k: int =
     J_first = np.zeros((L, min(n_first, len(texts)), d, d))
     v1, k1 = np.zeros((L, d, 2)), np.zeros(L, dtype=int)
     targets: dict[str, list[np.ndarray]] = {t: [] for t in ANGLE_TARGETS}
-    share_rows, rate_rows = [], []
+    rate_rows = []
+    W_share = share_weights(len(texts), n_boot, seed)  # the same resamples of the prompts for every layer
     shares, sigma_F = [], []
     for t in range(L):
         dec = br.decompose(model, t, X[t])
-        shares.append(br.bootstrap_share(dec, n_boot=n_boot, seed=seed + t))
+        shares.append(br.resampled_shares(dec.update, {"attn": dec.J_F, "avoid": dec.update - dec.J_F}, W_share))
         Jbar[t], JF = dec.J.mean(0), dec.J_F.mean(0)
         sigma_F.append(np.linalg.norm(JF, 2))
         J_first[t] = dec.J[: J_first.shape[1]]
@@ -194,10 +228,11 @@ def analyse(model: Any, texts: Sequence[str], *, key: str, series: str, k: int =
     eigs = map_matrices(br.sorted_eig, Jbar)
     svds = map_matrices(np.linalg.svd, Jbar)
     P = np.eye(d)
-    for t, (eig, svd, (est, lo, hi)) in enumerate(zip(eigs, svds, shares)):
+    sigma_size = []
+    for t, (eig, svd) in enumerate(zip(eigs, svds)):
         U = Jbar[t] - ref
         s_U = svd[1][0] if lay == "post-norm" else np.linalg.norm(U, 2)
-        share_rows.append({"layer": t + 1, "share": est, "lo": lo, "hi": hi, "sigma_share": sigma_F[t] / s_U})
+        sigma_size.append(sigma_F[t] / s_U)
         rate_rows.append({"layer": t + 1, "radius_J": float(np.abs(eig[0][0])),
                           "delta_H": br.relative_departure(U, eig[0] - np.diag(ref)),
                           "erank": float(erank_from_singular_values(torch.from_numpy(svd[1])))})
@@ -219,7 +254,7 @@ def analyse(model: Any, texts: Sequence[str], *, key: str, series: str, k: int =
                          m_null=m_null, seed=seed)
     return ModelViews(
         label=model.label, key=key, series=series, layout=lay, d=d, n_prompts=len(texts),
-        share=pd.DataFrame(share_rows), angles=_angle_table(eb_F, jv, ANGLE_DRAWS), rates=rates, gamma=gamma,
+        share=share_table(shares).assign(sigma_size=sigma_size), angles=_angle_table(eb_F, jv, ANGLE_DRAWS), rates=rates, gamma=gamma,
         Jbar=Jbar, F=F, eb_F=eb_F, jv=jv, J_first=J_first, states=states, specials=specials,
     )
 
@@ -255,6 +290,44 @@ def context_jacobians(model: Any, views: ModelViews, texts: Sequence[str], n: in
     if not 1 <= n <= kept:
         raise ValueError(f"n must be in 1..{kept} (the prompts whose single-token Jacobians were kept), got {n}")
     return in_context_stack(model, views.states[:n], [jac.last_token_index(model, s) for s in texts[:n]])
+
+
+CONTEXT_PATHS: tuple[str, ...] = ("attn", "value", "softmax", "avoid")
+"""The in-context paths whose projection shares add up to 1 (:func:`context_decomposition`)."""
+
+
+def context_decomposition(model: Any, views: ModelViews, texts: Sequence[str], n: int | None = None, *,
+                          n_boot: int = 200, seed: int = 0) -> tuple[np.ndarray, pd.DataFrame]:
+    """The in-context Jacobians of :func:`context_jacobians` and result 1 in context, in one pass.
+
+    Per layer, :func:`lib.bridge.decompose_in_context` at the last token of the first ``n`` prompts. In a
+    sentence the attention core's Jacobian ``A`` takes the place of ``F``; its value path
+    ``Σ_h a_{T,h} O_h V_h`` is the part that runs through the token's own value (``F`` with each head
+    weighted by the token's attention to itself), the rest the softmax's query and key paths.
+
+    Returns:
+        ``(J_ctx, share)``: ``J_ctx`` ``(L, n, d, d)`` as :func:`context_jacobians` (bit for bit), and the
+        :func:`share_table` of the paths :data:`CONTEXT_PATHS`: ``attn`` (through ``A``), ``value``,
+        ``softmax`` (``attn = value + softmax``) and ``avoid`` (the path that avoids attention), whose
+        shares add up to 1, with their sizes ``size_*``.
+    """
+    kept = views.J_first.shape[1]
+    n = kept if n is None else n
+    if not 1 <= n <= kept:
+        raise ValueError(f"n must be in 1..{kept} (the prompts whose single-token Jacobians were kept), got {n}")
+    states = views.states[:n]
+    positions = [jac.last_token_index(model, s) for s in texts[:n]]
+    L, d = model.n_layers, model.d_model
+    J_ctx = np.zeros((L, n, d, d))
+    W = share_weights(n, n_boot, seed)
+    boots = []
+    for t in range(L):
+        dec = br.decompose_in_context(model, t, [H[t] for H in states], positions)
+        J_ctx[t] = dec.J
+        up = dec.update
+        paths = dict(zip(CONTEXT_PATHS, (dec.J_F, dec.J_value, dec.J_F - dec.J_value, up - dec.J_F)))
+        boots.append(br.resampled_shares(up, paths, W))
+    return J_ctx, share_table(boots)
 
 
 def context_table(views: ModelViews, J_ctx: np.ndarray, k: int = 8) -> pd.DataFrame:
@@ -551,33 +624,96 @@ def _twin_label(df: pd.DataFrame) -> str:
     return f"random init ({df[df.random].series.nunique()} seeds)"
 
 
-def share_findings(share: pd.DataFrame, models: str) -> Findings:
-    """Section 6.1 (claim TV1): the attention path's share of the update, per model key.
+SHARE_MOST = 0.5
+"""Result 1's threshold [ours]: the attention path carries *most* of the update when its projection share,
+median over layers, is above one half with its whole 95% interval."""
 
-    ``share`` is ``TwinViews.table("share")``. Glued per key: ``sh_tr_<key>`` / ``sh_rd_<key>`` (ranges over
-    layers, trained / twins), ``sh_ci_<key>`` (the trained intervals' extent), ``sig_tr_<key>`` /
-    ``sig_rd_<key>`` (σ₁ share), ``sh_med_tr_<key>`` / ``sh_med_rd_<key>`` (medians). The claim holds when
-    the trained median exceeds 0.5 in every model and the twins' does not in every model.
+
+SHARE_PROTOCOLS: tuple[str, str] = ("single token", "in context")
+"""The two protocols of result 1 (the ``protocol`` column of :func:`share_both`)."""
+
+
+def share_both(share: pd.DataFrame, share_ctx: pd.DataFrame) -> pd.DataFrame:
+    """Result 1's two tables in one long table with a ``protocol`` column (:data:`SHARE_PROTOCOLS`).
+
+    On a single token the attention core is ``F`` itself, so the whole attention path is the value path:
+    ``value`` = ``attn`` and ``softmax`` = 0 there; ``sigma_size`` exists only on a single token (NaN in
+    context).
+    """
+    single = share.assign(protocol=SHARE_PROTOCOLS[0], value=share.attn, softmax=0.0)
+    return pd.concat([single, share_ctx.assign(protocol=SHARE_PROTOCOLS[1])], ignore_index=True)
+
+
+def share_verdict(trained: pd.Series, twins: pd.DataFrame) -> str:
+    """One model's verdict on "the attention path carries most of the update" (claim TV1, one protocol).
+
+    ``trained``: a row of the share table (``med_lo`` the lower end of the median's interval); ``twins``: one
+    row per twin. "not reproduced" unless the trained interval lies above :data:`SHARE_MOST`; then "not
+    specific to training" if every twin's does too, else "reproduced".
+    """
+    if not trained.med_lo > SHARE_MOST:
+        return "not reproduced"
+    return "not specific to training" if bool((twins.med_lo > SHARE_MOST).all()) else "reproduced"
+
+
+def combined_verdict(verdicts: Sequence[str]) -> str:
+    """One Results-page verdict from several (per model and protocol), never an AND [ours]: all equal, that
+    one; some "reproduced" among others, "partly reproduced"; otherwise "not specific to training" if any
+    says so (the effect is seen, but as strongly at random init), else "not reproduced"."""
+    vs = set(verdicts)
+    if not vs:
+        raise ValueError("no verdicts to combine")
+    if len(vs) == 1:
+        return vs.pop()
+    if "reproduced" in vs:
+        return "partly reproduced"
+    return "not specific to training" if "not specific to training" in vs else "not reproduced"
+
+
+def _median_ci(r: pd.Series) -> str:
+    return f"{r.med:.2f} [{r.med_lo:.2f}, {r.med_hi:.2f}]"
+
+
+def share_findings(share: pd.DataFrame, share_ctx: pd.DataFrame, models: str) -> Findings:
+    """Section 6.1 (claim TV1): the attention path's projection share of the update, per model key, on a
+    single token (``share``, ``TwinViews.table("share")``) and in context (``share_ctx``, the third table of
+    :func:`context_twins`).
+
+    Glued per key, single token: ``sh_tr_<key>`` (range over layers of the trained share), ``sh_ci_<key>``
+    (its intervals' extent), ``sh_med_tr_<key>`` (median over layers with its interval), ``sh_rd_<key>`` /
+    ``sh_med_rd_<key>`` (the twins' per-layer range and their medians' range), ``sz_tr_<key>`` /
+    ``sz_av_<key>`` (sizes ‖J̄_F‖/‖Ū‖ and ‖Ū − J̄_F‖/‖Ū‖, ranges over layers); in context the same with
+    ``cx`` for ``sh`` (``cxs_tr_<key>``, ``cxs_ci_<key>``, ``cxs_med_tr_<key>``, ``cxs_rd_<key>``,
+    ``cxs_med_rd_<key>``, ``cxz_tr_<key>``, ``cxz_av_<key>``) and the value path's and softmax paths'
+    shares ``cxs_val_<key>``, ``cxs_soft_<key>``, ``cxs_val_rd_<key>``; the verdicts ``sh_v_<key>`` and
+    ``cxs_v_<key>`` (:func:`share_verdict`). The claim's verdict is :func:`combined_verdict` of the four.
     """
     numbers: dict[str, Any] = {}
-    parts, held, twins_held = [], True, True
+    parts, verdicts = [], []
     for key in pd.unique(share.model):
-        tr = share[(share.model == key) & ~share.random]
-        rd = share[(share.model == key) & share.random]
-        numbers[f"sh_tr_{key}"] = value_range(tr.share)
-        numbers[f"sh_ci_{key}"] = f"{tr.lo.min():.2f}–{tr.hi.max():.2f}"
-        numbers[f"sh_rd_{key}"] = value_range(rd.share)
-        numbers[f"sig_tr_{key}"] = value_range(tr.sigma_share)
-        numbers[f"sig_rd_{key}"] = value_range(rd.sigma_share)
-        numbers[f"sh_med_tr_{key}"] = f"{tr.share.median():.2f}"
-        numbers[f"sh_med_rd_{key}"] = f"{rd.share.median():.2f}"
-        held &= bool(tr.share.median() > 0.5)
-        twins_held &= bool(rd.share.median() > 0.5)
-        parts.append(f"{key}: ‖J̄_F‖/‖Ū‖ {value_range(tr.share)} trained (95% CI {tr.lo.min():.2f}–"
-                     f"{tr.hi.max():.2f}), {value_range(rd.share)} at random init")
-    verdict = ("reproduced" if held and not twins_held else
-               "not specific to training" if held and twins_held else "not reproduced")
-    return Findings(numbers, {"models": models, "measured": "; ".join(parts), "verdict": verdict})
+        for tag, tab, name in (("sh", share, "single token"), ("cxs", share_ctx, "in context")):
+            z = "sz" if tag == "sh" else "cxz"
+            tr = tab[(tab.model == key) & ~tab.random]
+            rd = tab[(tab.model == key) & tab.random]
+            first, twins = tr.iloc[0], rd.groupby("series").first()
+            numbers[f"{tag}_tr_{key}"] = value_range(tr.attn)
+            numbers[f"{tag}_ci_{key}"] = f"{tr.attn_lo.min():.2f}–{tr.attn_hi.max():.2f}"
+            numbers[f"{tag}_med_tr_{key}"] = _median_ci(first)
+            numbers[f"{tag}_rd_{key}"] = value_range(rd.attn)
+            numbers[f"{tag}_med_rd_{key}"] = value_range(twins.med)
+            numbers[f"{z}_tr_{key}"] = value_range(tr.size_attn)
+            numbers[f"{z}_av_{key}"] = value_range(tr.size_avoid)
+            if tag == "cxs":
+                numbers[f"cxs_val_{key}"] = value_range(tr.value)
+                numbers[f"cxs_soft_{key}"] = value_range(tr.softmax)
+                numbers[f"cxs_val_rd_{key}"] = value_range(rd.value)
+            v = share_verdict(first, twins)
+            numbers[f"{tag}_v_{key}"] = v
+            verdicts.append(v)
+            parts.append(f"{key} {name}: ⟨J̄_A, Ū⟩/‖Ū‖² median {_median_ci(first)} trained, twins' medians "
+                         f"{value_range(twins.med)} → {v}")
+    return Findings(numbers, {"models": models, "measured": "; ".join(parts) + " (A = Fₜ single token, the "
+                              "attention core's Jacobian in context)", "verdict": combined_verdict(verdicts)})
 
 
 def angle_summary(angles: pd.DataFrame) -> pd.DataFrame:
@@ -663,22 +799,94 @@ def rate_tests(rates: pd.DataFrame) -> pd.DataFrame:
     return rt
 
 
-def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, models: str) -> Findings:
-    """Section 6.3 (claim TV3): ``rt`` from :func:`rate_tests`. Glued: ``dec_rho1`` (ρ(J̄) of the trained
-    decoder's block 1), ``rt_sig_tr`` / ``rt_sig_rd`` (tests significant at FDR 5%), ``rt_n`` (trained tests),
-    ``rt_r_tr`` / ``rt_r_rd`` (ranges of r), ``rt_null`` (the nulls' central 95%). The claim is partly
-    reproduced when some but not all trained tests are significant."""
+RATE_PREDICTED: dict[str, int] = {"ρ(J̄)": -1, "δ_H": -1, "erank(J̄)": 1}
+"""The sign of the rank correlation with ``F_t``'s gap ratio that the power-method picture predicts: a small
+gap ratio with a large spectral radius, a strong non-normality, a low effective rank."""
+
+RATE_EFFECTS: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9)
+"""Planted Spearman correlations of section 6.3's power analysis."""
+
+RATE_STRONG = 0.8
+"""The effect the test must see for an absence to count [ours: a strong rank correlation, ρ = 0.8]."""
+
+
+def _design_label(n: int, variants: int) -> str:
+    return f"{n} layers × {variants} variant{'s' if variants > 1 else ''}"
+
+
+def rate_power(rt: pd.DataFrame, layers: int, *, effects: Sequence[float] = RATE_EFFECTS, reps: int = 2000,
+               seed: int = 0) -> pd.DataFrame:
+    """Power of section 6.3's family of tests (:func:`rate_tests`: the same designs, Benjamini–Hochberg over
+    all of them at 5%), by :func:`lib.bridge.spearman_power`.
+
+    Two scenarios per planted Spearman correlation ``effect``: ``power_all``, every test of the family
+    carries it (the power-method picture in full); ``power_one``, only one test of that design does and
+    the others are null. One row per (effect, design): ``effect``, ``design`` ("6 layers × 1 variant"),
+    ``n``, ``variants``, ``power_all``, ``power_one`` and ``reps`` (replicates per effect).
+    """
+    designs = [(int(layers), int(v)) for v in rt.variants]
+    every = br.spearman_power(designs, effects, reps=reps, seed=seed)
+    rows = []
+    for dg in sorted(set(designs)):
+        i = designs.index(dg)
+        one = br.spearman_power(designs, effects, planted=[i], reps=reps, seed=seed + 1)[:, i]
+        for e, pa, po in zip(effects, every[:, i], one):
+            rows.append({"effect": float(e), "design": _design_label(*dg), "n": dg[0], "variants": dg[1],
+                         "power_all": float(pa), "power_one": float(po), "reps": reps})
+    return pd.DataFrame(rows)
+
+
+def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, models: str) -> Findings:
+    """Section 6.3 (claim TV3): ``rt`` from :func:`rate_tests`, ``power`` from :func:`rate_power`.
+
+    Glued: ``dec_rho1`` (ρ(J̄) of the trained decoder's block 1), ``rt_sig_tr`` / ``rt_sig_rd`` (tests
+    significant at FDR 5%), ``rt_n`` (trained tests), ``rt_r_tr`` / ``rt_r_rd`` (ranges of r), ``rt_null``
+    (the nulls' central 95%), ``rt_best`` (the trained test with the smallest p: its property, model, r, interval,
+    p and q), ``rt_dir`` (trained coefficients with the predicted sign, :data:`RATE_PREDICTED`), ``rt_p_perfect``
+    / ``rt_p_next`` (the two smallest p-values six layers can give), ``rt_bh_lone`` (the p a lone rejection
+    needs), ``rt_pw_tr_<e>`` / ``rt_pw_rd_<e>`` / ``rt_pw1_tr_<e>`` / ``rt_pw1_rd_<e>`` (power, all planted or one,
+    trained design and twins' design, at ``e`` = 10 × the effect, whose value is ``rt_e_<e>``), ``rt_reps`` (replicates per
+    effect) and ``rt_strong`` (:data:`RATE_STRONG`).
+
+    The verdict: "reproduced" if every trained test is significant, "partly reproduced" if some are; with
+    none, "not reproduced" only if the trained design's power at :data:`RATE_STRONG` (every test planted) is
+    at least 0.8, else "inconclusive (underpowered)" (:func:`lib.funnel_stats.power_qualified`).
+    """
     tr, rd = rt[rt.series == "trained"], rt[rt.series == "random init"]
     sig_tr, sig_rd = int((tr.q < 0.05).sum()), int((rd.q < 0.05).sum())
     dec1 = rates[(rates.model == "decoder") & ~rates.random & (rates.layer == 1)].radius_J.iloc[0]
-    numbers = {"dec_rho1": f"{dec1:.0f}", "rt_sig_tr": sig_tr, "rt_sig_rd": sig_rd, "rt_n": len(tr),
-               "rt_r_tr": f"{tr.r.min():+.2f} to {tr.r.max():+.2f}",
-               "rt_r_rd": f"{rd.r.min():+.2f} to {rd.r.max():+.2f}",
-               "rt_null": f"{rt.null_lo.min():+.2f} to {rt.null_hi.max():+.2f}"}
+    best = tr.loc[tr.p.idxmin()]
+    sign = np.sign(tr.r) == tr["J̄ property"].map(RATE_PREDICTED)
+    n_layers = int(rates.layer.max())
+    values, prob = br.spearman_null(n_layers, 1)
+    p_sorted = np.unique(br.two_sided_p(values, (values, prob)))
+    numbers: dict[str, Any] = {
+        "dec_rho1": f"{dec1:.0f}", "rt_sig_tr": sig_tr, "rt_sig_rd": sig_rd, "rt_n": len(tr),
+        "rt_r_tr": f"{tr.r.min():+.2f} to {tr.r.max():+.2f}", "rt_r_rd": f"{rd.r.min():+.2f} to {rd.r.max():+.2f}",
+        "rt_null": f"{rt.null_lo.min():+.2f} to {rt.null_hi.max():+.2f}",
+        "rt_best": (f"{best.model}'s {best['J̄ property']}, r = {best.r:+.2f} (95% interval {best.lo:+.2f} to "
+                    f"{best.hi:+.2f}, p = {best.p:.3f}, q = {best.q:.2f})"),
+        "rt_dir": f"{int(sign.sum())} of {len(tr)}", "rt_p_perfect": f"{p_sorted[0]:.4f}",
+        "rt_p_next": f"{p_sorted[1]:.3f}", "rt_bh_lone": f"{0.05 / len(rt):.4f}", "rt_strong": f"{RATE_STRONG:.1f}"}
+    tr_design, rd_design = _design_label(n_layers, 1), _design_label(n_layers, int(rd.variants.max()))
+    numbers["rt_reps"] = int(power.reps.iloc[0])
+    for e, g in power.groupby("effect"):
+        tag = f"{round(10 * e)}"
+        numbers[f"rt_e_{tag}"] = f"{e:.1f}"
+        numbers[f"rt_pw_tr_{tag}"] = f"{g[g.design == tr_design].power_all.iloc[0]:.2f}"
+        numbers[f"rt_pw1_tr_{tag}"] = f"{g[g.design == tr_design].power_one.iloc[0]:.2f}"
+        numbers[f"rt_pw_rd_{tag}"] = f"{g[g.design == rd_design].power_all.iloc[0]:.2f}"
+        numbers[f"rt_pw1_rd_{tag}"] = f"{g[g.design == rd_design].power_one.iloc[0]:.2f}"
+    strong = power[power.design == tr_design]
+    pw_strong = float(strong.set_index("effect").power_all.get(RATE_STRONG, np.nan))
+    verdict = "not reproduced" if sig_tr == 0 else "partly reproduced" if sig_tr < len(tr) else "reproduced"
+    verdict = power_qualified(verdict, strong.effect, strong.power_all, at_r=RATE_STRONG)
     measured = (f"within-variant Spearman of gap ratio with ρ(J̄), δ_H, erank(J̄): {tr.r.min():+.2f} "
-                f"to {tr.r.max():+.2f} trained, {sig_tr} of {len(tr)} significant at FDR 5% (permutation null "
-                f"95%: {rt.null_lo.min():+.2f} to {rt.null_hi.max():+.2f}); random init {sig_rd} of {len(rd)}")
-    verdict = ("not reproduced" if sig_tr == 0 else "partly reproduced" if sig_tr < len(tr) else "reproduced")
+                f"to {tr.r.max():+.2f} trained ({int(sign.sum())} of {len(tr)} with the predicted sign; "
+                f"strongest {best['J̄ property']} in {best.model}, r = {best.r:+.2f}, p = {best.p:.3f}), "
+                f"{sig_tr} of {len(tr)} significant at FDR 5% (permutation null 95%: {rt.null_lo.min():+.2f} to "
+                f"{rt.null_hi.max():+.2f}); power at a planted ρ = {RATE_STRONG:.1f} with {n_layers} layers: "
+                f"{pw_strong:.2f}; random init {sig_rd} of {len(rd)} (r {rd.r.min():+.2f} to {rd.r.max():+.2f})")
     return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
 
 
@@ -748,23 +956,25 @@ def gamma_findings(gam: pd.DataFrame, d: Mapping[str, int], models: str) -> Find
     return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
 
 
-def context_twins(views: TwinViews, n: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Section 6.5 for every model, one model per core (closed form, no forward-mode AD).
+def context_twins(views: TwinViews, n: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Section 6.5, and result 1 in context, for every model, one model per core (closed form, no
+    forward-mode AD; :func:`context_decomposition`).
 
-    Returns ``(ctx, funnel)``: ``ctx`` the :func:`context_table` of every model, tagged; ``funnel`` one row
-    per model with ``prompts`` and the whole funnel's effective rank from the single-token and in-context
-    mean Jacobians.
+    Returns ``(ctx, funnel, share)``: ``ctx`` the :func:`context_table` of every model, tagged; ``funnel`` one
+    row per model with ``prompts`` and the whole funnel's effective rank from the single-token and in-context
+    mean Jacobians; ``share`` the in-context share table of every model, tagged.
     """
-    def one(item: tuple[tuple[str, str], ModelViews]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    def one(item: tuple[tuple[str, str], ModelViews]) -> tuple[pd.DataFrame, dict[str, Any], pd.DataFrame]:
         (key, series), v = item
-        J_ctx = context_jacobians(views.model(key, series), v, views.texts[key], n=n)
+        J_ctx, share = context_decomposition(views.model(key, series), v, views.texts[key], n=n)
         ct = context_table(v, J_ctx, k=views.k)
         return v.tag(ct), {"model": key, "series": series, "prompts": J_ctx.shape[1],
                            "funnel erank, single-token": ct.attrs["erank_single"],
-                           "funnel erank, in-context": ct.attrs["erank_ctx"]}
+                           "funnel erank, in-context": ct.attrs["erank_ctx"]}, v.tag(share)
 
     parts = map_matrices(one, list(views.items()))
-    return pd.concat([c for c, _ in parts], ignore_index=True), pd.DataFrame([a for _, a in parts])
+    return (pd.concat([c for c, _, _ in parts], ignore_index=True), pd.DataFrame([a for _, a, _ in parts]),
+            pd.concat([sh for _, _, sh in parts], ignore_index=True))
 
 
 def perturbation_twins(views: TwinViews, eps: Sequence[float], layer: int = 2) -> pd.DataFrame:
@@ -913,8 +1123,10 @@ def steering_findings(steer: pd.DataFrame, models: str, alphas: Sequence[float])
 
 # -- tables for the reader: words, not column names ---------------------------------------------------------------
 _LABELS: dict[str, dict[str, str]] = {
-    "share": {"model": "model", "series": "weights", "layer": "layer", "share": "‖J̄_F‖ / ‖Ū‖",
-              "ci": "95% CI", "sigma_share": "σ₁(J̄_F) / σ₁(Ū)"},
+    "share": {"model": "model", "series": "weights", "protocol": "protocol", "layer": "layer",
+              "attn": "attention path: ⟨J̄_A, Ū⟩ / ‖Ū‖²", "ci": "95% CI", "value": "of it, own value path",
+              "softmax": "of it, softmax paths", "avoid": "path that avoids attention", "size_attn": "‖J̄_A‖ / ‖Ū‖",
+              "size_avoid": "‖Ū − J̄_A‖ / ‖Ū‖", "sigma_size": "σ₁(J̄_F) / σ₁(Ū)"},
     "angles": {"model": "model", "target": "Jacobian subspace", "series": "weights",
                "layers_aligned": "layers closer than chance (FDR 5%)", "n": "layers (all seeds)",
                "theta_min": "smallest θ₁ (°)", "theta_median": "median θ₁ (°)",
@@ -922,6 +1134,8 @@ _LABELS: dict[str, dict[str, str]] = {
     "rates": {"model": "model", "series": "weights", "J̄ property": "J̄ property", "variants": "variants",
               "r": "Spearman r (within variants)", "ci": "95% CI", "null": "permutation null, central 95%",
               "p": "p", "q": "q (BH)"},
+    "power": {"effect": "planted ρ", "design": "test", "power_all": "power, ρ planted in every test",
+              "power_one": "power, ρ planted in this test alone"},
     "gamma": {"model": "model", "series": "weights", "view": "basis",
               "gamma_over_chance": "γₜ / chance (range)", "gamma_above_null": "layers with γₜ above null",
               "rho": "ρₜ (range)", "rho_above_null": "layers with ρₜ above null", "layers": "layers (all seeds)"},
@@ -947,15 +1161,15 @@ def _signed_interval(lo: Any, hi: Any, fmt: str = ".3f") -> list[str]:
 def readable(df: pd.DataFrame, kind: str) -> pd.DataFrame:
     """A chapter-6 table with the reader's column labels, in the order of the page.
 
-    ``kind`` is one of ``"share"``, ``"angles"``, ``"rates"``, ``"gamma"``, ``"context"``, ``"funnel"``,
+    ``kind`` is one of ``"share"``, ``"angles"``, ``"rates"``, ``"power"``, ``"gamma"``, ``"context"``, ``"funnel"``,
     ``"steering"``; intervals become one ``"lo–hi"`` text column (:func:`lib.tables.interval_text`), ranges
     (``*_min`` / ``*_max``) one ``"min–max"`` column. The data are not changed, only selected and renamed.
     """
     if kind not in _LABELS:
         raise ValueError(f"kind must be one of {sorted(_LABELS)}, got {kind!r}")
     df = df.copy()
-    if kind == "share":
-        df["ci"] = interval_text(df.lo, df.hi)
+    if kind == "share":  # signed: a share below 0 is a path that cancels part of the others
+        df["ci"] = _signed_interval(df.attn_lo, df.attn_hi)
     elif kind == "rates":  # signed: "-0.771 to 0.829", not "-0.771–0.829"
         df["ci"], df["null"] = _signed_interval(df.lo, df.hi), _signed_interval(df.null_lo, df.null_hi)
     elif kind == "gamma":

@@ -41,7 +41,7 @@ def _version(name: str) -> str:
 
 def build_info() -> pd.DataFrame:
     """One row per fact: machine, Python, threads, the real-model switch, then package versions."""
-    from lib import real_models_enabled
+    from lib.config import real_models_enabled
 
     rows = [
         ("machine", f"{platform.machine()}, {psutil.cpu_count(logical=True)} logical CPUs"),

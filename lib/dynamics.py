@@ -369,6 +369,8 @@ class TiltTest:
             ``draws`` random directions. p_gamma: the one-sided empirical p-value of ``gamma``.
         rho: the share of tokens whose alignment grew; rho_null_lo, rho_null_hi, p_rho: its null test.
         draws: random directions in the null.
+        tilt: ``gamma − gamma_in``; tilt_null_lo, tilt_null_hi, p_tilt: its own null test (the change of the same
+            tokens' alignment with each random direction across the layer).
     """
 
     gamma_in: float
@@ -382,6 +384,10 @@ class TiltTest:
     rho_null_hi: float
     p_rho: float
     draws: int
+    tilt: float = float("nan")
+    tilt_null_lo: float = float("nan")
+    tilt_null_hi: float = float("nan")
+    p_tilt: float = float("nan")
 
 
 def one_layer_tilt(weights: Any, v: Any, *, n_tokens: int, n_sets: int, m: int = 1000, seed: int = 0) -> TiltTest:
@@ -402,7 +408,8 @@ def one_layer_tilt(weights: Any, v: Any, *, n_tokens: int, n_sets: int, m: int =
     obs = als.gamma_rho(ts, basis, n_boot=0).iloc[0]
     return TiltTest(float(obs.gamma_in), float(null.gamma), float(null.chance), float(null.gamma_null_lo),
                     float(null.gamma_null_hi), float(null.p_gamma), float(null.rho), float(null.rho_null_lo),
-                    float(null.rho_null_hi), float(null.p_rho), m)
+                    float(null.rho_null_hi), float(null.p_rho), m, float(null.tilt), float(null.tilt_null_lo),
+                    float(null.tilt_null_hi), float(null.p_tilt))
 
 
 def shared_run(F: Any, steps: int, *, heads: int = 4, n_tokens: int = 10, x0: Any | None = None, seed: int = 0,

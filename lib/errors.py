@@ -28,7 +28,8 @@ class ModelTooLargeError(SpectralBookError, MemoryError):
 
 
 class InputError(SpectralBookError, ValueError):
-    """An argument has the wrong shape, size or value (non-square matrix, NaN, empty list, …)."""
+    """An argument has the wrong shape, size or value (non-square matrix, NaN, empty list, a device this machine
+    lacks, a steering edit that would make a weight infinite, …)."""
 
 
 class LayerIndexError(SpectralBookError, IndexError):

@@ -67,15 +67,15 @@ METHODS: tuple[str, ...] = ("closed", "autodiff")
 """How :func:`layer_jacobians` forms single-token Jacobians: closed form (:mod:`lib.jacobian_closed`) or autodiff."""
 
 
-def _param(model) -> torch.Tensor:
+def _param(model: SpectralModel) -> torch.Tensor:
     return next(model.hf_model.parameters())
 
 
-def _first(out):
+def _first(out: torch.Tensor | tuple | list) -> torch.Tensor:
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
-def block_fn(model, t: int) -> Fn:
+def block_fn(model: SpectralModel, t: int) -> Fn:
     """The whole block ``t`` on single tokens: rows ``(B, d) -> (B, d)`` (length-1 sequences)."""
     layer = model.layer(t)
 
@@ -85,12 +85,12 @@ def block_fn(model, t: int) -> Fn:
     return f
 
 
-def _rope0(model, h: torch.Tensor):
+def _rope0(model: SpectralModel, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     pos = torch.zeros(h.shape[0], 1, dtype=torch.long, device=h.device)
     return model.base.rotary_emb(h, pos)
 
 
-def sub_block_fns(model, t: int) -> tuple[Fn, Fn]:
+def sub_block_fns(model: SpectralModel, t: int) -> tuple[Fn, Fn]:
     """``(attn, mlp)``: the two residual sub-blocks of block ``t`` on single tokens, ``(B, d) -> (B, d)``.
 
     ``attn`` maps the block input ``x`` to the mid-block residual ``u`` (for post-LN families ``u``
@@ -100,32 +100,32 @@ def sub_block_fns(model, t: int) -> tuple[Fn, Fn]:
     fam = model.family
     blk = model.blocks[t]
 
-    def seq(h):
+    def seq(h: torch.Tensor) -> torch.Tensor:
         return h[:, None, :].to(_param(model).dtype)
 
     if fam in ("bert", "albert"):
-        def attn(X):
+        def attn(X: torch.Tensor) -> torch.Tensor:
             return _first(blk.attention(seq(X), None))[:, 0, :]
 
         if fam == "bert":
-            def mlp(U):
+            def mlp(U: torch.Tensor) -> torch.Tensor:
                 return blk.feed_forward_chunk(seq(U))[:, 0, :]
         else:
-            def mlp(U):
+            def mlp(U: torch.Tensor) -> torch.Tensor:
                 u = seq(U)
                 return blk.full_layer_layer_norm(blk.ff_chunk(u) + u)[:, 0, :]
     elif fam in ("gpt2", "gpt_neo"):
-        def attn(X):
+        def attn(X: torch.Tensor) -> torch.Tensor:
             h = seq(X)
             return (h + _first(blk.attn(blk.ln_1(h), attention_mask=None)))[:, 0, :]
 
-        def mlp(U):
+        def mlp(U: torch.Tensor) -> torch.Tensor:
             u = seq(U)
             return (u + blk.mlp(blk.ln_2(u)))[:, 0, :]
     elif fam in ("llama", "olmo2", "gemma2"):
         a = blk.self_attn
 
-        def attn(X):
+        def attn(X: torch.Tensor) -> torch.Tensor:
             h = seq(X)
             if fam == "llama":
                 return (h + _first(a(blk.input_layernorm(h), _rope0(model, h), None)))[:, 0, :]
@@ -134,7 +134,7 @@ def sub_block_fns(model, t: int) -> tuple[Fn, Fn]:
             z = _first(a(blk.input_layernorm(h), _rope0(model, h), None))
             return (h + blk.post_attention_layernorm(z))[:, 0, :]
 
-        def mlp(U):
+        def mlp(U: torch.Tensor) -> torch.Tensor:
             u = seq(U)
             if fam == "llama":
                 return (u + blk.mlp(blk.post_attention_layernorm(u)))[:, 0, :]
@@ -161,7 +161,7 @@ def batched_jacobians(
 
 def _batched_jacobians(f: Fn, X: torch.Tensor, mode: str, chunk_size: int | None) -> torch.Tensor:
     if mode == "rev":
-        def g(Z):
+        def g(Z: torch.Tensor) -> torch.Tensor:
             return f(Z).sum(0)
 
         J = torch.func.jacrev(g, chunk_size=chunk_size)(X)  # (d_out, P, d_in)
@@ -170,7 +170,7 @@ def _batched_jacobians(f: Fn, X: torch.Tensor, mode: str, chunk_size: int | None
         d = X.shape[-1]
         eye = torch.eye(d, dtype=X.dtype, device=X.device)
 
-        def col(e):
+        def col(e: torch.Tensor) -> torch.Tensor:
             return torch.func.jvp(f, (X,), (e.expand_as(X),))[1]  # (P, d_out) = J_p e
 
         J = torch.vmap(col, chunk_size=chunk_size)(eye)  # (d_in, P, d_out)
@@ -185,13 +185,13 @@ def available_bytes_for_jacobians(device: torch.device, d: int) -> int:
     return available_bytes(device) // (12 * d * d)
 
 
-def mlp_width(model) -> int:
+def mlp_width(model: SpectralModel) -> int:
     """``d_ff``, the MLP's hidden width (``intermediate_size``, GPT-2's ``n_inner``, else ``4d``)."""
     cfg = model.config
     return int(getattr(cfg, "intermediate_size", 0) or getattr(cfg, "n_inner", 0) or 4 * model.d_model)
 
 
-def _auto_chunks(model, P: int, d: int, budget_mb: float) -> tuple[int, int | None]:
+def _auto_chunks(model: SpectralModel, P: int, d: int, budget_mb: float) -> tuple[int, int | None]:
     """Prompts per batch and tangent chunk so that the widest activation stays under ``budget_mb``."""
     width = max(d, mlp_width(model))
     bytes_per = torch.finfo(_param(model).dtype).bits // 8
@@ -204,7 +204,8 @@ def _auto_chunks(model, P: int, d: int, budget_mb: float) -> tuple[int, int | No
 
 
 def layer_jacobians(
-    model, t: int, X, *, part: str = "block", mode: str = "rev", budget_mb: float = 512.0,
+    model: SpectralModel, t: int, X: torch.Tensor | np.ndarray, *, part: str = "block", mode: str = "rev",
+    budget_mb: float = 512.0,
     method: str = "closed",
 ) -> torch.Tensor:
     """Single-token Jacobians of block ``t`` at every row of ``X`` (P, d): float64 ``(P, d, d)``.
@@ -265,7 +266,7 @@ def layer_jacobians(
     return out
 
 
-def layer_jacobian(model, t: int, x) -> torch.Tensor:
+def layer_jacobian(model: SpectralModel, t: int, x: torch.Tensor | np.ndarray) -> torch.Tensor:
     """The ``(d, d)`` float64 Jacobian of block ``t`` (norms and skips included) at one residual ``x`` (d,)."""
     x = torch.as_tensor(x)
     if x.dim() != 1:
@@ -273,7 +274,7 @@ def layer_jacobian(model, t: int, x) -> torch.Tensor:
     return layer_jacobians(model, t, x[None])[0]
 
 
-def autograd_difference(model: SpectralModel, t: int, x) -> float:
+def autograd_difference(model: SpectralModel, t: int, x: torch.Tensor | np.ndarray) -> float:
     """Relative Frobenius difference between :func:`layer_jacobian` (closed form) and a plain
     ``torch.autograd.functional.jacobian`` of the real block at one residual ``x`` (d,).
 
@@ -303,7 +304,7 @@ _MLP_INPUT_MODULE = {"bert": "intermediate", "albert": "ffn", "gpt2": "mlp", "gp
 
 
 @contextlib.contextmanager
-def _mlp_at_row(model, t: int, T: int) -> Iterator[None]:
+def _mlp_at_row(model: SpectralModel, t: int, T: int) -> Iterator[None]:
     """While active, block ``t``'s MLP runs on position ``T`` only (rows other than ``T`` are invalid)."""
     name = _MLP_INPUT_MODULE.get(model.family)
     if name is None:  # an unknown family: run the whole MLP (slower, same result)
@@ -316,7 +317,8 @@ def _mlp_at_row(model, t: int, T: int) -> Iterator[None]:
         hook.remove()
 
 
-def in_context_jacobian(model, t: int, H, T: int | None = None, *, method: str | None = None) -> torch.Tensor:
+def in_context_jacobian(model: SpectralModel, t: int, H: torch.Tensor | np.ndarray, T: int | None = None, *,
+                        method: str | None = None) -> torch.Tensor:
     """In-context diagonal block ``∂h_{t+1}[T] / ∂h_t[T]`` (other positions fixed): float64 ``(d, d)``.
 
     ``method="closed"`` (the default where :func:`lib.jacobian_context.supports` the model: every family
@@ -346,7 +348,7 @@ def in_context_jacobian(model, t: int, H, T: int | None = None, *, method: str |
     T = n - 1 if T is None else T % n
     layer = model.layer(t)
 
-    def f(x):
+    def f(x: torch.Tensor) -> torch.Tensor:
         Hx = torch.cat([H[:T], x[None], H[T + 1 :]], dim=0)
         return layer(Hx[None])[0, T]
 
@@ -354,7 +356,7 @@ def in_context_jacobian(model, t: int, H, T: int | None = None, *, method: str |
         return torch.func.jacrev(f)(H[T]).double()
 
 
-def last_token_index(model, text: str) -> int:
+def last_token_index(model: SpectralModel, text: str) -> int:
     """The last non-special position of ``text`` (conventions: "last token")."""
     special = model.encode(text)["special"]
     idx = torch.nonzero(~special).flatten()
@@ -363,7 +365,8 @@ def last_token_index(model, text: str) -> int:
     return int(idx[-1])
 
 
-def residual_inputs(model, texts: Sequence[str], *, progress: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+def residual_inputs(model: SpectralModel, texts: Sequence[str], *,
+                    progress: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Run the model once per text and collect the residual stream.
 
     Returns:
@@ -396,7 +399,7 @@ class JacobianSet:
 
 
 def sweep(
-    model,
+    model: SpectralModel,
     X: torch.Tensor,
     *,
     layers: Sequence[int] | None = None,

@@ -52,7 +52,7 @@ from lib import jacobian_closed as jc
 from lib.errors import InputError
 from lib.models.weights import expand_kv
 
-__all__ = ["in_context_jacobian_closed", "in_context_jacobians_closed", "supports"]
+__all__ = ["attention_cores", "in_context_jacobian_closed", "in_context_jacobians_closed", "supports"]
 
 _ROPE_FAMILIES = ("llama", "olmo2", "gemma2")
 
@@ -103,11 +103,14 @@ class _Core:
         """KV rows ``(n_kv d_h, m)`` to query heads ``(H d_h, m)``."""
         return expand_kv(M, self.H, self.n_kv, self.d_h)
 
-    def at(self, N: torch.Tensor, T: int, *, key_path: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(o_T, A)``: the attention output ``(d,)`` at position ``T`` of the attention inputs
-        ``N`` ``(n, d)`` and its Jacobian ``A = ∂o_T/∂N[T]`` ``(d, d)``. ``key_path=False`` drops the
-        key and value paths of ``T`` (the query path alone: a wrong Jacobian, for the test that shows
-        those paths matter)."""
+    def at(self, N: torch.Tensor, T: int, *, key_path: bool = True, value_path: bool = False
+           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """``(o_T, A, A_value)``: the attention output ``(d,)`` at position ``T`` of the attention inputs
+        ``N`` ``(n, d)``, its Jacobian ``A = ∂o_T/∂N[T]`` ``(d, d)`` and the value path of ``T`` in it,
+        ``A_value = Σ_h a_{T,h} O_h V_h`` (``F`` with each head weighted by ``T``'s attention to itself;
+        ``A − A_value`` are the softmax's query and key paths). ``key_path=False`` drops the key and value
+        paths of ``T`` (the query path alone: a wrong Jacobian, for the test that shows those paths
+        matter); ``A_value`` is ``None`` then and unless ``value_path``."""
         n = N.shape[0]
         lo = 0 if self.window is None else max(0, T - self.window + 1)
         hi = T + 1 if self.causal else n
@@ -148,13 +151,52 @@ class _Core:
         Vt = V - o[:, None, :]  # ṽ_j
         M = Vt.transpose(1, 2) @ ((a * kappa)[:, :, None] * K)  # (H, d_h, d_h): Σ_j a_j κ_j ṽ_j k_jᵀ
         A = self.scale * (M @ dQ)  # query path
+        A_value = None
         if key_path:
             aT = a[:, iT, None, None]
-            A = A + aT * self._heads(self.V)  # value path of T
+            A_value = aT * self._heads(self.V)  # value path of T
             key = Vt[:, iT, :, None] @ (q[:, None, :] @ dK)  # ṽ_T (qᵀ ∂k_T/∂n), (H, d_h, d)
-            A = A + (self.scale * aT * kappa[:, iT, None, None]) * key  # key path of T
+            A = A + A_value + (self.scale * aT * kappa[:, iT, None, None]) * key  # key path of T
+            A_value = self.O @ A_value.reshape(H * d_h, -1) if value_path else None
         out = self.O @ o.reshape(-1) + (self.b_O if self.b_O is not None else 0)
-        return out, self.O @ A.reshape(H * d_h, -1)
+        return out, self.O @ A.reshape(H * d_h, -1), A_value
+
+
+@torch.no_grad()
+def attention_cores(model, t: int, states: Sequence, positions: Sequence[int | None], *, key_path: bool = True,
+                    value_path: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The attention core of block ``t`` at position ``T`` of several sequences, in context.
+
+    Args: as :func:`in_context_jacobians_closed`; ``value_path``: also return the value paths (one more
+    ``d × H d_h × d`` product per sequence).
+    Returns:
+        ``(X, o, A, A_value)`` in the model's dtype on its device: the residuals ``X = h_t[T]`` ``(P, d)``,
+        the attention outputs ``o_T`` ``(P, d)``, the core's Jacobians ``A = ∂o_T/∂n_T`` ``(P, d, d)`` (what
+        replaces the single-token ``F_t``) and their value paths ``Σ_h a_{T,h} O_h V_h`` ``(P, d, d)``
+        (``None`` unless ``value_path``, and when ``key_path=False``).
+    Raises:
+        InputError: a model :func:`supports` rejects, or mismatched ``states`` and ``positions``.
+    """
+    if not supports(model):
+        raise InputError(f"no closed-form in-context Jacobian for {model.label} (family {model.family}); "
+                         "use lib.jacobian.in_context_jacobian(..., method='autodiff')")
+    if len(states) != len(positions) or not states:
+        raise InputError("need one position per sequence and at least one sequence, "
+                         f"got {len(states)} sequences and {len(positions)} positions")
+    core = _Core(model, t)
+    pre = jc.attention_input_norm(model, model.blocks[t])
+    xs, outs, As, Avs = [], [], [], []
+    for H, T in zip(states, positions):
+        H = torch.as_tensor(H).to(device=core.device, dtype=core.dtype)
+        n = H.shape[0]
+        T = n - 1 if T is None else T % n
+        N = H if pre is None else pre(H)
+        o, A, Av = core.at(N, T, key_path=key_path, value_path=value_path)
+        xs.append(H[T])
+        outs.append(o)
+        As.append(A)
+        Avs.append(Av)
+    return torch.stack(xs), torch.stack(outs), torch.stack(As), (torch.stack(Avs) if Avs[0] is not None else None)
 
 
 @torch.no_grad()
@@ -171,26 +213,9 @@ def in_context_jacobians_closed(model, t: int, states: Sequence, positions: Sequ
     Raises:
         InputError: a model :func:`supports` rejects, or mismatched ``states`` and ``positions``.
     """
-    if not supports(model):
-        raise InputError(f"no closed-form in-context Jacobian for {model.label} (family {model.family}); "
-                         "use lib.jacobian.in_context_jacobian(..., method='autodiff')")
-    if len(states) != len(positions) or not states:
-        raise InputError("need one position per sequence and at least one sequence, "
-                         f"got {len(states)} sequences and {len(positions)} positions")
-    core = _Core(model, t)
+    X, o, A, _ = attention_cores(model, t, states, positions, key_path=key_path)
     blk = model.blocks[t]
-    pre = jc.attention_input_norm(model, blk)
-    xs, outs, As = [], [], []
-    for H, T in zip(states, positions):
-        H = torch.as_tensor(H).to(device=core.device, dtype=core.dtype)
-        n = H.shape[0]
-        T = n - 1 if T is None else T % n
-        N = H if pre is None else pre(H)
-        o, A = core.at(N, T, key_path=key_path)
-        xs.append(H[T])
-        outs.append(o)
-        As.append(A)
-    J_attn, U = jc.attention_sublayer(model, blk, torch.stack(xs), torch.stack(outs), torch.stack(As))
+    J_attn, U = jc.attention_sublayer(model, blk, X, o, A)
     return (jc.mlp_part(model, blk, U) @ J_attn).double()
 
 

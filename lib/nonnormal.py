@@ -15,13 +15,21 @@ the CPU (LAPACK through NumPy/SciPy); inputs may be NumPy arrays or torch tensor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import scipy.linalg
 
 from lib.spectra import TAU_COMPLEX, as_float64, eigvals
+
+if TYPE_CHECKING:
+    import torch
+
+    Matrix = np.ndarray | torch.Tensor
+    """A matrix (or stack) as a NumPy array or a torch tensor of any float dtype, read in float64."""
 
 __all__ = [
     "FunnelResult",
@@ -44,7 +52,7 @@ __all__ = [
 ]
 
 
-def _square(M) -> np.ndarray:
+def _square(M: Matrix) -> np.ndarray:
     A = as_float64(M)
     if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] == 0:
         raise ValueError(f"expected a non-empty square matrix, got shape {A.shape}")
@@ -53,7 +61,7 @@ def _square(M) -> np.ndarray:
     return A
 
 
-def complex_fraction(M, tau: float = TAU_COMPLEX) -> float:
+def complex_fraction(M: Matrix, tau: float = TAU_COMPLEX) -> float:
     """``f_C``: share of eigenvalues with ``|Im λ| > τ · max|λ|`` (reconstructed; τ = 1e-8 by default).
 
     ``M`` is a square matrix, or a 1-D array of its eigenvalues. Shift-invariant:
@@ -74,7 +82,7 @@ def ginibre_complex_fraction(n: int) -> float:
     return 1.0 - (0.5 + np.sqrt(2 * n / np.pi)) / n
 
 
-def henrici(M) -> float:
+def henrici(M: Matrix) -> float:
     """Henrici departure from normality ``dep(M) = ‖strict upper part of the complex Schur form‖_F``.
 
     Computed from ``scipy.linalg.schur(M, output="complex")``, never as the difference
@@ -84,7 +92,7 @@ def henrici(M) -> float:
     return float(np.linalg.norm(np.triu(T, 1)))
 
 
-def henrici_rel(J) -> float:
+def henrici_rel(J: Matrix) -> float:
     """``δ_H = dep(J − I) / ‖J − I‖_F ∈ [0, 1]`` (reconstructed): non-normality of the update.
 
     ``dep`` is shift-invariant, so this is ``dep(J)/‖J − I‖_F``; dividing by ``‖J‖_F`` instead would
@@ -95,14 +103,14 @@ def henrici_rel(J) -> float:
     return 0.0 if nrm == 0 else henrici(A) / nrm
 
 
-def rotation_fraction(A) -> float:
+def rotation_fraction(A: Matrix) -> float:
     """``r_rot(A) = ‖(A − Aᵀ)/2‖_F² / ‖A‖_F²`` (reconstructed). Pass the update ``Ā = J̄ − I``, not ``J̄``."""
     A = _square(A)
     nrm2 = float(np.sum(A * A))
     return 0.0 if nrm2 == 0 else float(np.sum(((A - A.T) / 2) ** 2) / nrm2)
 
 
-def effective_rank(M) -> float:
+def effective_rank(M: Matrix) -> float:
     """``exp(−Σ p_i log p_i)`` with ``p_i = σ_i² / Σσ²`` (σ²-entropy; [secondary] as the paper's form)."""
     s = np.linalg.svd(as_float64(M), compute_uv=False)
     return _erank_from_sv(s)
@@ -133,7 +141,7 @@ class FunnelResult:
     log_scale: np.ndarray
 
 
-def cumulative_product(Js, k: int | None = None) -> FunnelResult:
+def cumulative_product(Js: Matrix | Sequence[Matrix], k: int | None = None) -> FunnelResult:
     """Funnel of the cumulative transport ``P_l = J_{l−1} ⋯ J_0`` (reconstructed, chapter 4, section 4.6).
 
     Each step multiplies on the left by the next Jacobian, optionally truncates to rank ``k`` by SVD
@@ -217,7 +225,7 @@ def _shuffled_upper(T: np.ndarray, seed: int, variant: str) -> np.ndarray:
     return T2
 
 
-def schur_normal(M, sort: str | None = None) -> np.ndarray:
+def schur_normal(M: Matrix, sort: str | None = None) -> np.ndarray:
     """The real normal matrix with ``M``'s eigenvalues in ``M``'s Schur basis (reconstructed control).
 
     ``M = Q T Qᵀ`` (real Schur). Keep the 1×1 blocks; replace each standardized 2×2 block
@@ -231,13 +239,13 @@ def schur_normal(M, sort: str | None = None) -> np.ndarray:
     return Q @ _normal_blocks(T) @ Q.T
 
 
-def both_controls(M, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def both_controls(M: Matrix, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``(schur_normal(M), shuffled_schur(M, seed))`` from one real Schur decomposition (half the work)."""
     T, Q = scipy.linalg.schur(_square(M), output="real")
     return Q @ _normal_blocks(T) @ Q.T, Q @ _shuffled_upper(T, seed, "permute") @ Q.T
 
 
-def shuffled_schur(M, seed: int = 0, variant: str = "permute") -> np.ndarray:
+def shuffled_schur(M: Matrix, seed: int = 0, variant: str = "permute") -> np.ndarray:
     """Keep ``M``'s Schur diagonal blocks; scramble the strictly-upper (off-block) part (reconstructed control).
 
     ``variant="permute"``: a seeded random permutation of those entries among their positions;
@@ -248,13 +256,13 @@ def shuffled_schur(M, seed: int = 0, variant: str = "permute") -> np.ndarray:
     return Q @ _shuffled_upper(T, seed, variant) @ Q.T
 
 
-def normality_residual(M) -> float:
+def normality_residual(M: Matrix) -> float:
     """``‖M Mᵀ − Mᵀ M‖_F / ‖M‖_F²`` (0 iff ``M`` is normal)."""
     A = _square(M)
     return float(np.linalg.norm(A @ A.T - A.T @ A) / max(np.sum(A * A), 1e-300))
 
 
-def layer_metrics(Jbar, tau: float = TAU_COMPLEX) -> pd.DataFrame:
+def layer_metrics(Jbar: Matrix, tau: float = TAU_COMPLEX) -> pd.DataFrame:
     """Per-layer table of the spectral metrics of mean Jacobians ``(L, d, d)``.
 
     Columns: ``layer`` (1-based), ``f_C``, ``delta_H``, ``r_rot``, ``update_norm`` (``‖Ā‖_F``),
@@ -292,7 +300,7 @@ def ginibre_simulation(d: int, draws: int = 5, seed: int = 0) -> dict[str, float
     return {"f_C": float(np.mean(fc)), "delta_H": float(np.mean(dh)), "r_rot": float(np.mean(rr))}
 
 
-def control_matrices(Jbar, seed: int = 0) -> dict[str, np.ndarray]:
+def control_matrices(Jbar: Matrix, seed: int = 0) -> dict[str, np.ndarray]:
     """``J̄`` and its two controls, layer by layer: ``{"as measured", "Schur-normal", "shuffled Schur"}``.
 
     Each control keeps the eigenvalues of every ``J̄_l`` (:func:`schur_normal`,
@@ -307,7 +315,7 @@ def control_matrices(Jbar, seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
-def funnel_variants(Jbar, k: int | None = None, seed: int = 0,
+def funnel_variants(Jbar: Matrix, k: int | None = None, seed: int = 0,
                     controls: dict[str, np.ndarray] | None = None) -> dict[str, FunnelResult]:
     """The funnel of ``J̄`` and of its two controls (see :func:`control_matrices`).
 

@@ -16,12 +16,14 @@ time (which is why chapter 4's per-layer metrics, built on SciPy's Schur form, s
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["available_cores", "map_matrices", "use_one_thread"]
+__all__ = ["available_cores", "map_matrices", "one_thread", "use_one_thread"]
 
 T = TypeVar("T")
 _THREAD_LIMITS: list[Any] = []  # keeps threadpoolctl's limiter alive for the session
@@ -32,7 +34,7 @@ def use_one_thread() -> None:
 
     For chapters whose models and matrices are small (``d ≤ 384``): on a shared 2-core CPU, spinning threads
     made forward passes and 128×128 eigendecompositions 20–40× slower. :func:`map_matrices` still runs one
-    matrix per core, and :func:`lib.steering.one_thread` is the scoped version, for a ``with`` block.
+    matrix per core, and :func:`one_thread` is the scoped version, for a ``with`` block.
     """
     import torch
     import transformers
@@ -41,6 +43,26 @@ def use_one_thread() -> None:
     transformers.logging.set_verbosity_error()  # e.g. the decoder's LM head, unused by the base model
     torch.set_num_threads(1)
     _THREAD_LIMITS.append(threadpool_limits(1))
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Within the block: torch and BLAS (pthreads and OpenMP) on one thread; the counts are restored after.
+
+    The scoped form of :func:`use_one_thread`, and the setting under which :func:`map_matrices` computes
+    each matrix: a serial loop run inside it gives the map's values bitwise, on any CPU (torch's default
+    intra-op threads split a reduction differently wherever the CPU's kernels divide the work).
+    """
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1):
+            yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def available_cores() -> int:
@@ -76,10 +98,26 @@ def map_matrices(fn: Callable[[Any], T], mats: Sequence[Any], *, workers: int | 
         from threadpoolctl import threadpool_limits
     except ImportError:  # without it BLAS threads would oversubscribe the cores: stay serial
         return [fn(M) for M in items]
+    _settle_torch_threads()
     with threadpool_limits(1):  # process-wide for pthreads BLAS (NumPy's OpenBLAS) ...
         if workers == 1:
             return [fn(M) for M in items]
-        # ... but an OpenMP thread count is per thread: pin it in each worker too.
-        pin = lambda: threadpool_limits(1, user_api="openmp")  # noqa: E731
+        # ... but an OpenMP thread count (torch's intra-op pool) is per thread: pin it in each worker too.
+        def pin() -> None:
+            _settle_torch_threads()
+            threadpool_limits(1, user_api="openmp")
+
         with ThreadPoolExecutor(max_workers=workers, initializer=pin) as pool:
             return list(pool.map(fn, items))
+
+
+def _settle_torch_threads() -> None:
+    """Let torch set this thread's OpenMP count now, so that a pin made after it holds.
+
+    Torch gives each thread, on its first parallel call, the process-wide count of the last
+    ``torch.set_num_threads``; in a new thread that would undo a pin made before it (workers then ran with
+    two threads while a ``one_thread`` reference ran with one). Does nothing if torch is not imported.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.get_num_threads()

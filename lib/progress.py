@@ -16,7 +16,7 @@ __all__ = ["progress"]
 
 def progress(iterable: Iterable[Any] | None = None, **kwargs: Any) -> Any:
     """``tqdm(iterable, **kwargs)``: a widget bar in notebooks, silent in the book build."""
-    from lib import in_book_build
+    from lib.config import in_book_build
 
     if in_book_build():
         from tqdm.std import tqdm

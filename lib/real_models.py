@@ -1,7 +1,7 @@
 """Real-model experiments (chapter 3): the paper's model list, the switch, safe loading, data collection.
 
 * :data:`PAPER_MODELS` lists the checkpoints of the paper [paper: the families and the four ALBERT
-  sizes; v2, cased/uncased and the GPT sizes are our choice, see ``conventions.md``].
+  sizes; v2, cased/uncased and the GPT sizes are ours: the paper does not name them; chapter 3, section 3.5].
 * :func:`selected_models` is the one switch: nothing unless ``SPECTRAL_BOOK_REAL_MODELS=1``
   (:func:`lib.real_models_enabled`); then the paper's list, or the comma-separated ids in
   ``SPECTRAL_BOOK_CH3_MODELS`` if that is set (to run a subset).
@@ -58,6 +58,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALBERT_SIZES",
+    "ALPHA",
+    "DIRECTION_STATISTICS",
+    "DirectionTests",
+    "build_up_status",
+    "build_up_summary",
+    "build_up_verdict",
+    "combine_verdicts",
+    "direction_glue",
+    "direction_table",
+    "direction_tests",
+    "direction_verdict",
     "FDR",
     "MODEL_LIST_ENV",
     "NULL_TEST_COLUMNS",
@@ -90,6 +101,7 @@ __all__ = [
     "layer_range",
     "layer_varying",
     "offline_message",
+    "p_phrase",
     "overview_row",
     "overview_table",
     "paper_models_table",
@@ -148,7 +160,7 @@ ALBERT_SIZES: dict[str, dict[str, int]] = {
     "xlarge": dict(hidden_size=2048, num_hidden_layers=24, num_attention_heads=16),
     "xxlarge": dict(hidden_size=4096, num_hidden_layers=12, num_attention_heads=64),
 }
-"""ALBERT v2 sizes (``conventions.md``); every size has ``embedding_size = 128`` and FFN ``4 d``."""
+"""ALBERT v2 sizes (the four of the paper, in v2 [ours]); every size has ``embedding_size = 128`` and FFN ``4 d``."""
 
 
 # -- the switch and loading ---------------------------------------------------------------------------
@@ -259,10 +271,27 @@ def short_label(label: str) -> str:
 
 
 # -- token trajectories ---------------------------------------------------------------------------------
-def prompt_states(model: SpectralModel, texts: Sequence[str]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Real forward passes: the residual stream ``(L+1, n_p, d)`` float64 and the special-token mask of each text."""
-    specials = [model.encode(t)["special"] for t in texts]
-    return model.hidden_states(list(texts), progress=False), specials
+def prompt_states(model: SpectralModel, texts: Sequence[str], *, batched: bool = False
+                  ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Real forward passes: the residual stream ``(L+1, n_p, d)`` float64 and the special-token mask of each text.
+
+    ``batched=True`` runs the texts of equal token length together (:meth:`SpectralModel.hidden_states_batch`:
+    one pass per distinct length, several times faster on a CPU; equal to the one-text passes to float32
+    rounding, not bitwise).
+    """
+    encs = [model.encode(t) for t in texts]
+    specials = [e["special"] for e in encs]
+    if not batched:
+        return model.hidden_states(list(texts), progress=False), specials
+    by_len: dict[int, list[int]] = {}
+    for p, e in enumerate(encs):
+        by_len.setdefault(len(e["input_ids"]), []).append(p)
+    states: list[Any] = [None] * len(encs)
+    for idx in by_len.values():
+        out = model.hidden_states_batch(torch.stack([encs[p]["input_ids"] for p in idx]))
+        for b, p in enumerate(idx):
+            states[p] = out[:, b]
+    return states, specials
 
 
 def simplified_states(
@@ -351,7 +380,7 @@ TRAJECTORIES: tuple[str, str] = ("simplified", "real forward pass")
 
 NULL_TEST_COLUMNS: tuple[str, ...] = (
     "gamma_null_lo", "gamma_null_hi", "gamma_ratio_null_lo", "gamma_ratio_null_hi", "rho_null_lo", "rho_null_hi",
-    "p_gamma", "q_gamma", "p_rho", "q_rho",
+    "p_gamma", "q_gamma", "p_rho", "q_rho", "tilt_null_lo", "tilt_null_hi", "p_tilt", "q_tilt",
 )
 """The columns of :func:`lib.alignment_stats.random_null` that :func:`layer_varying` copies into its results."""
 
@@ -433,6 +462,7 @@ class LayerRange:
             (the first such row).
         gamma_beat, rho_beat: the rows whose γ_t (ρ_t) beats the layer's own null at FDR 5%
             (``q < FDR``), as 1-based layer numbers.
+        tilt_beat: the same for the tilt Δγ_t (``()`` where the results carry no test of the tilt).
     """
 
     layers: int
@@ -443,6 +473,7 @@ class LayerRange:
     rho_min_layer: int
     gamma_beat: tuple[int, ...]
     rho_beat: tuple[int, ...]
+    tilt_beat: tuple[int, ...] = ()
 
 
 def layer_range(results: pd.DataFrame, source: str) -> LayerRange:
@@ -455,6 +486,7 @@ def layer_range(results: pd.DataFrame, source: str) -> LayerRange:
         rho_min=float(r.rho.min()), rho_max=float(r.rho.max()),
         rho_min_layer=int(r.layer.iloc[np.argmin(r.rho)]),
         gamma_beat=_layers(r, r.q_gamma < FDR), rho_beat=_layers(r, r.q_rho < FDR),
+        tilt_beat=_layers(r, r.q_tilt < FDR) if "q_tilt" in r else (),
     )
 
 
@@ -463,15 +495,18 @@ def overview_row(label: str, results: pd.DataFrame, source: str) -> dict[str, An
 
     Keys: ``model`` (``label``), ``trajectories`` (``source``), ``mean γₜ / chance``, ``mean Δγₜ``,
     ``mean ρₜ``, and ``layers where γₜ beats its null`` / ``layers where ρₜ beats its null`` (FDR 5%,
-    as text: the layers, or "none").
+    as text: the layers, or "none"), and ``layers where Δγₜ beats its null`` where ``results`` test the tilt.
     """
     r = select_source(results, source)
     def beat(col: str) -> str:
         layers = _layers(r, r[col] < FDR)
         return ", ".join(map(str, layers)) if layers else "none"
-    return {"model": label, "trajectories": source, "mean γₜ / chance": r.gamma_ratio.mean(),
-            "mean Δγₜ": r.tilt.mean(), "mean ρₜ": r.rho.mean(),
-            "layers where γₜ beats its null": beat("q_gamma"), "layers where ρₜ beats its null": beat("q_rho")}
+    row = {"model": label, "trajectories": source, "mean γₜ / chance": r.gamma_ratio.mean(),
+           "mean Δγₜ": r.tilt.mean(), "mean ρₜ": r.rho.mean(),
+           "layers where γₜ beats its null": beat("q_gamma")}
+    if "q_tilt" in r:
+        row["layers where Δγₜ beats its null"] = beat("q_tilt")
+    return {**row, "layers where ρₜ beats its null": beat("q_rho")}
 
 
 @dataclass(frozen=True)
@@ -667,11 +702,11 @@ class Analysis:
 
 
 def analyse(model: Any, texts: Sequence[str], *, n_null: int = 1000, seed: int = 0, H: Sequence[Any] | None = None,
-            S: Sequence[Any] | None = None, bases: EigenBases | None = None) -> Analysis:
+            S: Sequence[Any] | None = None, bases: EigenBases | None = None, batched: bool = False) -> Analysis:
     """:func:`layer_varying` of ``model`` on ``texts``, reusing its forward passes ``H``, ``S``
-    (:func:`prompt_states`) and eigen-bases where they were computed before."""
+    (:func:`prompt_states`, ``batched`` passed on) and eigen-bases where they were computed before."""
     if H is None or S is None:
-        H, S = prompt_states(model, texts)
+        H, S = prompt_states(model, texts, batched=batched)
     eb = bases if bases is not None else als.eigen_bases(model.layer_matrices())
     return Analysis(model, eb, *layer_varying(model, H, S, eb, seed=seed, n_null=n_null))
 
@@ -699,6 +734,188 @@ def depth_profiles(analyses: Sequence[Analysis], *, m: int = 1000, seed: int = 0
             prof = als.fixed_direction_profile(ts.select("content"), a.bases.v1[-1], m=m, seed=seed)
             profiles.append(prof.assign(variant=f"{a.who} · {source}", who=a.who, source=source))
     return pd.concat(profiles, ignore_index=True)
+
+
+# -- is it the layer's own direction? (LA7, LA8) [ours] ----------------------------------------------------------
+DIRECTION_STATISTICS: dict[str, str] = {"gamma": "γₜ / chance", "tilt": "Δγₜ / chance", "rho": "ρₜ"}
+"""The statistics of the own-direction tests, by results-column stem: γ_t and its tilt Δγ_t over the chance level of
+the basis they use, and ρ_t."""
+
+ALPHA = 0.05
+"""The level of the model-wide tests (own direction against the other layers', against the twins' ``v₁``; TOST)."""
+
+
+@dataclass(frozen=True)
+class DirectionTests:
+    """One model's tests of "the tokens tilt toward their layer's *own* ``v_{1,t}``" (:func:`direction_tests`).
+
+    Attributes:
+        who: ``"trained"`` or ``"random init s<seed>"``. label: the model's label.
+        beat: per statistic (``"gamma"``, ``"tilt"``, ``"rho"``), the 1-based layers beating their own
+            random-subspace null at FDR 5% (:func:`lib.alignment_stats.random_null`).
+        own: per statistic, :func:`lib.alignment_stats.own_direction_test` of the model's cross-layer map.
+        foreign: per statistic, :func:`lib.alignment_stats.foreign_direction_test` against every layer's ``v₁`` of
+            every twin (the trained model only; ``None`` for a twin).
+    """
+
+    who: str
+    label: str
+    beat: dict[str, tuple[int, ...]]
+    own: dict[str, als.OwnDirectionTest]
+    foreign: dict[str, als.ForeignDirectionTest | None]
+
+    def held(self, keys: Sequence[str]) -> tuple[int, ...]:
+        """The layers where every statistic of ``keys`` beats its random-subspace null, if the model's own
+        directions also beat the other layers' (and, for the trained model, the twins') for each of them; else ``()``."""
+        specific = all(self.own[k].p < ALPHA and (self.foreign[k] is None or self.foreign[k].p < ALPHA) for k in keys)
+        layers = set.intersection(*(set(self.beat[k]) for k in keys))
+        return tuple(sorted(layers)) if specific else ()
+
+
+def direction_tests(trained: Analysis, twins: Sequence[Analysis], source: str = "simplified", *,
+                    seed: int = 0) -> list[DirectionTests]:
+    """:class:`DirectionTests` of the trained model (first) and of each twin, on the content tokens of ``source``.
+
+    Three nulls per statistic [ours]: random subspaces of each layer's dimension (layer by layer, the
+    :func:`layer_varying` results); the other layers' ``v₁`` (the cross-layer map, one permutation test per model:
+    anisotropic states can score high against *any* trained direction); and, for the trained model, every layer's
+    ``v₁`` of every twin (the same tokens against directions of the same architecture without training).
+    """
+    twin_v1 = np.concatenate([a.bases.v1 for a in twins]) if twins else None
+    out = []
+    for a in (trained, *twins):
+        ts = a.states[source].select("content")
+        maps = als.cross_layer_maps(ts, a.bases)
+        foreign = als.cross_layer_maps(ts, twin_v1) if a is trained and twin_v1 is not None else None
+        r = select_source(a.results, source)
+        beat = {k: _layers(r, r[f"q_{k}"] < FDR) for k in DIRECTION_STATISTICS}
+        own = {k: als.own_direction_test(getattr(maps, k), seed=seed) for k in DIRECTION_STATISTICS}
+        fore = {k: None if foreign is None else
+                als.foreign_direction_test(np.diag(getattr(maps, k)), getattr(foreign, k), seed=seed)
+                for k in DIRECTION_STATISTICS}
+        out.append(DirectionTests(a.who, a.model.label, beat, own, fore))
+    return out
+
+
+def direction_table(tests: Sequence[DirectionTests]) -> pd.DataFrame:
+    """One display row per model and statistic: layers beating the random-subspace null, the own-direction test
+    (excess of the diagonal, rows won, permutation p) and the twin-direction p (text, "—" for a twin)."""
+    rows = []
+    for t in tests:
+        for k, name in DIRECTION_STATISTICS.items():
+            own, fore = t.own[k], t.foreign[k]
+            rows.append({"model": t.label, "statistic": name,
+                         "layers above the random-subspace null": ", ".join(map(str, t.beat[k])) or "none",
+                         "own − other layers' v₁": own.excess, "rows won": own.wins,
+                         "p, own vs other layers' v₁": _p(own.p),
+                         "p, own vs twins' v₁": "—" if fore is None else _p(fore.p)})
+    return pd.DataFrame(rows)
+
+
+def _p(p: float) -> str:
+    """A p-value for a table: three decimals, or "<0.001"."""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def p_phrase(p: float) -> str:
+    """A p-value for the prose: ``"p = 0.003"``, or ``"p < 0.001"``."""
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def direction_verdict(tests: Sequence[DirectionTests], keys: Sequence[str], n_layers: int) -> str:
+    """A claim's verdict for one model from its :class:`DirectionTests` (the trained model first, then its twins).
+
+    A layer counts when every statistic of ``keys`` beats its random-subspace null and the model's own directions
+    beat the other layers' (and the twins') ``v₁`` (:meth:`DirectionTests.held`); the twins are judged by the
+    same rule on their own directions. "not reproduced" (no trained layer counts), "not specific to training" (a
+    twin has as many), else "reproduced" (every layer) or "partly reproduced".
+    """
+    trained, *twins = tests
+    n = len(trained.held(keys))
+    if n == 0:
+        return "not reproduced"
+    if twins and max(len(t.held(keys)) for t in twins) >= n:
+        return "not specific to training"
+    return "reproduced" if n == n_layers else "partly reproduced"
+
+
+def direction_glue(tests: Sequence[DirectionTests], n_layers: int) -> dict[str, Any]:
+    """The values the own-direction paragraph quotes for one model (trained first, then its twins), by glue name
+    without the model prefix: per statistic ``k`` (``gamma``, ``tilt``, ``rho``) ``own_p_<k>`` and ``twin_p_<k>``
+    (:func:`p_phrase`), ``wins_<k>`` (rows whose own direction is the row's best) and ``excess_<k>``; the layers
+    that count for LA7 (γ and Δγ) and LA8 (ρ), ``la7_layers`` / ``la8_layers`` (words) and ``la7_n`` / ``la8_n``,
+    the twins' counts ``la7_twins`` / ``la8_twins`` ("a, b, c") and the two verdicts ``la7_verdict`` /
+    ``la8_verdict`` (:func:`direction_verdict`)."""
+    trained, *twins = tests
+    out: dict[str, Any] = {}
+    for k in DIRECTION_STATISTICS:
+        out[f"own_p_{k}"] = p_phrase(trained.own[k].p)
+        out[f"twin_p_{k}"] = "—" if trained.foreign[k] is None else p_phrase(trained.foreign[k].p)
+        out[f"wins_{k}"] = trained.own[k].wins
+        out[f"excess_{k}"] = f"{trained.own[k].excess:+.2f}" if k != "rho" else f"{trained.own[k].excess:+.3f}"
+    for claim_id, keys in (("la7", ("gamma", "tilt")), ("la8", ("rho",))):
+        held = trained.held(keys)
+        out[f"{claim_id}_layers"] = layer_list(held)
+        out[f"{claim_id}_n"] = len(held)
+        out[f"{claim_id}_twins"] = ", ".join(str(len(t.held(keys))) for t in twins)
+        out[f"{claim_id}_verdict"] = direction_verdict(tests, keys, n_layers)
+    return out
+
+
+def combine_verdicts(verdicts: Sequence[str]) -> str:
+    """One Results-page verdict from the verdicts of several models: the common one if they agree; else
+    "partly reproduced" if any model reproduces the claim (fully or partly), else "not specific to training" if
+    any model shows it as much at random initialization, else "not reproduced"."""
+    vs = list(verdicts)
+    if not vs:
+        raise ValueError("no verdict to combine")
+    if len(set(vs)) == 1:
+        return vs[0]
+    if any(v in ("reproduced", "partly reproduced") for v in vs):
+        return "partly reproduced"
+    return "not specific to training" if "not specific to training" in vs else "not reproduced"
+
+
+def build_up_status(row: Any) -> str:
+    """One build-up test (a row of :func:`lib.alignment_stats.fixed_direction_profile`): ``"builds up"`` (beats
+    the random-subspace null, one-sided p < :data:`ALPHA`), ``"none"`` (equivalent to the null within its margin,
+    TOST p < :data:`ALPHA`) or ``"inconclusive"`` (neither)."""
+    if row.p_build_up < ALPHA:
+        return "builds up"
+    return "none" if row.p_equivalent < ALPHA else "inconclusive"
+
+
+def build_up_summary(statuses: dict[str, str]) -> str:
+    """The prose's sentence on LA9 from :func:`build_up_status` by name of the trained model and source (``"MiniLM's
+    simplified model"`` → ``"none"``): e.g. ``"within its margin of the null in A and B; beyond its null in C"``."""
+    if not statuses:
+        raise ValueError("no build-up test")
+    words = {"none": "within its margin of the null (no build-up) in", "builds up": "beyond its null in",
+             "inconclusive": "neither beyond its null nor shown within its margin (inconclusive) in"}
+    parts = []
+    for status, phrase in words.items():
+        names = [n for n, s in statuses.items() if s == status]
+        if names:
+            listed = " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
+            parts.append(f"{phrase} {listed}")
+    return "; ".join(parts)
+
+
+def build_up_verdict(statuses: Sequence[str]) -> str:
+    """LA9's verdict ("no build-up toward one global direction") from :func:`build_up_status` of every trained model
+    and source: "reproduced" if every one is equivalent to its null; "not reproduced" if every one builds up;
+    "partly reproduced" if some are equivalent or some build up and others do not; "inconclusive (underpowered)"
+    if none builds up and none is shown equivalent."""
+    s = list(statuses)
+    if not s:
+        raise ValueError("no build-up test")
+    if all(x == "none" for x in s):
+        return "reproduced"
+    if all(x == "builds up" for x in s):
+        return "not reproduced"
+    if all(x == "inconclusive" for x in s):
+        return "inconclusive (underpowered)"
+    return "partly reproduced"
 
 
 # -- the words of chapter 3's prose ---------------------------------------------------------------------------
@@ -793,7 +1010,9 @@ class BuildUp(NamedTuple):
 
 
 def build_up_glue(profiles: pd.DataFrame, source: str, n_layers: int) -> BuildUp:
-    """The numbers of the build-up paragraph for one source, from :func:`depth_profiles` (trained and twins)."""
+    """The numbers of the build-up paragraph for one source, from :func:`depth_profiles` (trained and twins); with
+    the equivalence test's columns also ``excess`` (over the null's median, with its 90% interval), ``margin``,
+    ``p_eq`` (TOST, :func:`p_phrase`) and ``status`` (:func:`build_up_status`)."""
     build = profiles.groupby("variant", sort=False).first()
     b = build.loc[f"trained · {source}"]
     tw = build[(build.who != "trained") & (build.source == source)]
@@ -807,6 +1026,11 @@ def build_up_glue(profiles: pd.DataFrame, source: str, n_layers: int) -> BuildUp
         "build_null": f"{b.build_up_null_lo:+.4f} to {b.build_up_null_hi:+.4f}",
         "build_p": f"{b.p_build_up:.3f}",
     }
+    if "p_equivalent" in b:  # the equivalence test of fixed_direction_profile
+        values.update({
+            "excess": f"{b.excess:+.4f} [{b.excess_lo:+.4f}, {b.excess_hi:+.4f}]", "margin": f"{b.margin:.4f}",
+            "p_eq": p_phrase(b.p_equivalent), "status": build_up_status(b),
+        })
     inside = bool(last.null_ratio_lo <= last.ratio <= last.null_ratio_hi)
     return BuildUp(values, inside, bool(b.p_build_up < 0.05))
 

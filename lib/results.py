@@ -105,8 +105,10 @@ CLAIMS: tuple[Claim, ...] = (
           "amplified late.", "04_jacobian_funnel"),
     Claim("FG7", _FG, "None of this is present at random initialization: it is learned.",
           "04_jacobian_funnel"),
-    Claim("TV1", "ours", "In trained models the attention path through Fₜ carries most (over half, median over "
-          "layers) of the single-token block update J̄ₜ − I (J̄ₜ for post-norm).", "06_two_views"),
+    Claim("TV1", "ours", "In trained models the attention path carries most of the block update J̄ₜ − I (J̄ₜ for "
+          "post-norm): its projection share ⟨J̄_A, Ū⟩/‖Ū‖² is over one half, median over layers with its 95% "
+          "interval, through A = Fₜ on a single token and through the attention core's Jacobian in context.",
+          "06_two_views"),
     Claim("TV2", "ours", "v₁(Fₜ) lies closer than chance to the Jacobian's leading subspaces (top-K eigenvectors, "
           "singular vectors, funnel image of J̄ₜ) in most layers, and more often than at random init.", "06_two_views"),
     Claim("TV3", "ours", "The gap ratio of Fₜ predicts, layer by layer, the spectral radius, non-normality or "

@@ -70,7 +70,7 @@ import torch
 from torch import nn
 
 from lib import dynamics, spectra
-from lib.errors import InputError
+from lib.errors import InputError, InputTypeError
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel
@@ -93,7 +93,6 @@ __all__ = [
     "matched_strength",
     "maybe_steer",
     "nearest_tokens",
-    "one_thread",
     "unit_embeddings",
     "prepare_edit",
     "projection_outputs",
@@ -126,21 +125,6 @@ Space = Literal["auto", "input", "output"]
 """Where a word's direction is read: input embeddings, the unembedding, or whichever the model has."""
 MATRICES: tuple[Matrix, ...] = ("O", "V")
 """Which weight :func:`steer` edits: the output matrix (the paper's edit) or the value matrix (a control)."""
-
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """Run torch and BLAS on one thread: for these small models on a busy shared CPU, spinning threads
-    made forward passes and 128×128 eigendecompositions 20–40× slower."""
-    from threadpoolctl import threadpool_limits
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with threadpool_limits(1):
-            yield
-    finally:
-        torch.set_num_threads(before)
-
 
 SOLVE_RCOND = 1e-8
 """``V_L`` counts as invertible when it is square and ``σ_min/σ_max`` exceeds this."""
@@ -207,11 +191,18 @@ class Direction:
         return f"Direction({self.label!r}, kind={self.kind!r}, d={self.vector.shape[0]}{tok})"
 
 
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters for an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def as_direction(direction: Any, d: int | None = None, label: str = "vector") -> Direction:
     """Validate and normalize a direction: a :class:`Direction`, or any vector (NumPy, torch, list).
 
     Raises:
-        InputError: a word (use :func:`word_direction`), wrong shape, non-finite entries, or the zero vector.
+        InputError: a word (use :func:`word_direction`), wrong shape, complex or non-finite entries, or the
+            zero vector. InputTypeError: something that is not a vector of numbers (a dict, a list of words).
     """
     if isinstance(direction, str):
         raise InputError(f"{direction!r} is a word, not a vector: make its direction with "
@@ -220,7 +211,17 @@ def as_direction(direction: Any, d: int | None = None, label: str = "vector") ->
         vec, label, kind, tok = direction.vector, direction.label, direction.kind, direction.token_id
     else:
         vec, kind, tok = direction, "vector", None
-    u = spectra.as_float64(vec)
+    try:
+        u = spectra.as_float64(vec)
+    except (TypeError, ValueError) as exc:  # a dict, a list of words, a ragged list
+        raise InputTypeError(
+            f"a direction must be a vector of d numbers (NumPy array, torch tensor or list), a Direction, or one "
+            f"vocabulary word; got {type(vec).__name__} {_short(vec)}. For several words, build one direction with "
+            "difference_direction(model, a, b) or concept_direction(model, prompts)"
+        ) from exc
+    if np.iscomplexobj(u):
+        raise InputError("a direction must be real; got complex entries (for a complex eigenvector take its real "
+                         "and imaginary parts as two directions)")
     if u.ndim != 1:
         raise InputError(f"a direction must be one vector of shape (d,), got shape {u.shape}")
     if d is not None and u.shape[0] != d:
@@ -435,10 +436,8 @@ def _weight_delta(module: nn.Module, family: str, edit: SteeringEdit) -> torch.T
     stores ``(in, out)``, so the delta is transposed, and its fused ``c_attn`` holds the value weight
     in its last ``d`` output columns.
     """
-    if edit.matrix == "O":
-        D = edit.alpha * np.outer(edit.u, edit.w)
-    else:
-        D = edit.alpha * np.outer(edit.w, edit.u)
+    with np.errstate(over="ignore"):  # an overflow is refused by steer, with what to do
+        D = edit.alpha * (np.outer(edit.u, edit.w) if edit.matrix == "O" else np.outer(edit.w, edit.u))
     weight = module.weight
     if family == "gpt2":
         D = D.T
@@ -449,6 +448,50 @@ def _weight_delta(module: nn.Module, family: str, edit: SteeringEdit) -> torch.T
     if tuple(D.shape) != tuple(weight.shape):
         raise RuntimeError(f"edit of shape {D.shape} does not fit the weight of shape {tuple(weight.shape)}")
     return torch.as_tensor(D, dtype=weight.dtype, device=weight.device)
+
+
+class _InForce:
+    """The :func:`steer` edits in force on one weight tensor, so that they undo correctly in any order.
+
+    It keeps the weight as it was before the first edit and each edit's delta, in the order they were
+    applied. When an edit ends, the weight becomes the original plus the deltas still in force (added in
+    that order, so an edit that ends last-in-first-out leaves exactly the weight it found), and once the
+    last one ends, the original itself: bitwise what it was, whichever edit ends first.
+    """
+
+    _by_weight: dict[int, _InForce] = {}  # id(weight) -> its edits, only while one is in force
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        self.weight = weight
+        self.original = weight.detach().clone()
+        self.deltas: dict[int, torch.Tensor] = {}
+        self._next = 0
+
+    @classmethod
+    def of(cls, weight: torch.Tensor) -> _InForce:
+        """The edits in force on ``weight`` (a new, empty record when there are none)."""
+        if id(weight) not in cls._by_weight:
+            cls._by_weight[id(weight)] = cls(weight)
+        return cls._by_weight[id(weight)]
+
+    def add(self, delta: torch.Tensor) -> int:
+        """Record one more edit (the caller writes it); its token for :meth:`remove`."""
+        self._next += 1
+        self.deltas[self._next] = delta
+        return self._next
+
+    @torch.no_grad()
+    def remove(self, token: int) -> None:
+        """End the edit ``token``: write the original plus the deltas still in force."""
+        del self.deltas[token]
+        if not self.deltas:
+            self.weight.copy_(self.original)
+            del self._by_weight[id(self.weight)]
+            return
+        restored = self.original.clone()
+        for delta in self.deltas.values():
+            restored.add_(delta)
+        self.weight.copy_(restored)
 
 
 def prepare_edit(model: SpectralModel, direction: Any, alpha: float, *, relative: bool = True, layer: int = -1,
@@ -513,7 +556,10 @@ def steer(model: SpectralModel, direction: Any, alpha: float, relative: bool = T
         ``model.layer_matrices()`` and every forward pass see the edit.
 
     The original weight tensor is cloned and copied back on exit, also after an exception, so the
-    model is bitwise identical afterwards. Called without ``with`` it edits nothing and warns.
+    model is bitwise identical afterwards. Edits of the same weight may overlap and end in any order: each
+    exit leaves the edits still in force, and the last one the original weight (:class:`_InForce`).
+    An edit that would make a weight infinite in its dtype (a huge absolute ``alpha``) is refused before
+    anything is written. Called without ``with`` it edits nothing and warns.
 
     Example:
         >>> import lib
@@ -525,21 +571,32 @@ def steer(model: SpectralModel, direction: Any, alpha: float, relative: bool = T
         1.0
 
     Raises:
-        InputError: ``alpha ≤ 0`` or not finite, a zero/ill-shaped direction, a shared module, an
-            unknown ``matrix``.
+        InputError: ``alpha ≤ 0`` or not finite, an edit that would make the weight non-finite, a
+            zero/ill-shaped direction, a shared module, an unknown ``matrix``. InputTypeError: a direction
+            that is not a vector, a :class:`Direction` or a word (a dict, say).
     """
     edit = prepare_edit(model, direction, alpha, relative=relative, layer=layer, allow_shared=allow_shared, w=w,
                         radius=radius, matrix=matrix)
     module = _edited_module(model, edit.layer, matrix)
     weight = module.weight
-    saved = weight.detach().clone()
+    delta = _weight_delta(module, model.family, edit)
+    with torch.no_grad():
+        edited = weight.detach() + delta  # what `weight += delta` would write, checked before it is written
+    if not bool(torch.isfinite(edited).all()):
+        raise InputError(
+            f"this edit would make the {matrix} weight of layer {edit.layer + 1} non-finite in {weight.dtype} "
+            f"(alpha = {edit.alpha:.3g}; {weight.dtype} holds at most {torch.finfo(weight.dtype).max:.3g}): "
+            "use a smaller alpha, or relative=True (alpha in units of |λ₁(F_L)|, the book's sweep goes to 1000). "
+            "The weights were not changed."
+        )
+    edits = _InForce.of(weight)
+    token = edits.add(delta)
     try:
         with torch.no_grad():
-            weight.add_(_weight_delta(module, model.family, edit))
+            weight.copy_(edited)
         yield edit
     finally:
-        with torch.no_grad():
-            weight.copy_(saved)
+        edits.remove(token)
 
 
 @_with_only

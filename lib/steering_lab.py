@@ -35,14 +35,13 @@ import pandas as pd
 import torch
 
 from lib import dynamics, spectra, steering
-from lib.parallel import use_one_thread
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
 __all__ = ["ALPHAS", "Lab", "bootstrap_pooled", "check_edit", "concept_texts", "first_alpha", "fluency", "layer_control",
            "matched_success", "ppl_text", "real_model_sweep", "sign_variant", "sweep", "target_ranks", "text_losses", "tradeoff",
-           "uniform_attention_control", "use_one_thread", "v_anatomy", "v_control", "value_at"]
+           "uniform_attention_control", "v_anatomy", "v_control", "value_at"]
 
 ALPHAS: tuple[float, ...] = (0, 1, 2, 5, 10, 20, 50, 100, 1000)
 """α|c|/|λ_1(F_L)| of the precomputed grid (0 = no edit)."""

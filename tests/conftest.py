@@ -77,11 +77,11 @@ def wide_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def steering_one_thread():
-    """Steering tests run with one BLAS and torch thread (``lib.steering.one_thread``), module by module."""
-    from lib import steering
+def one_thread():
+    """Tests of the small models run with one BLAS and torch thread (``lib.parallel.one_thread``), per module."""
+    from lib.parallel import one_thread
 
-    with steering.one_thread():
+    with one_thread():
         yield
 
 

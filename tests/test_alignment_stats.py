@@ -487,3 +487,129 @@ def test_fitted_rate_interval_is_exact_for_a_common_rate():
     assert est == pytest.approx(0.7) and lo == pytest.approx(0.7) and hi == pytest.approx(0.7)
     with pytest.raises(ValueError, match="two distances"):
         als.fitted_rate_interval(np.zeros((31, 3)), np.ones(3), (5, 25))
+
+
+# -- issue #25 §6: the tilt against its own null, the own-direction and twin-direction nulls, equivalence -------
+def test_tilt_has_its_own_null_a_level_above_chance_is_not_a_tilt():
+    """Tokens aligned with B before *and* after the layer: γ beats its random-subspace null, but nothing tilts
+    (Δγ = 0 exactly, every null draw's tilt is 0 too, so p = 1). Reading a tilt off the level γ (the code before
+    #25) calls this layer tilted; the tilt's own test does not. Tokens pushed toward B across the layer tilt."""
+    rng = np.random.default_rng(11)
+    d, B = 24, _orthonormal(rng, 24, 1)
+    X = rng.standard_normal((40, 1, 6, d)) + 3.0 * B[:, 0]  # 40 prompts, already aligned with B
+    still = als.TokenStates.from_trajectories(list(np.concatenate([X, X], axis=1)))
+    null = als.random_null(still, B[None], m=200, seed=0).iloc[0]
+    assert null.q_gamma < 0.05 and null.tilt == 0.0 and null.p_tilt == 1.0 and null.q_tilt == 1.0
+    Y = rng.standard_normal((40, 1, 6, d))
+    moved = als.TokenStates.from_trajectories(list(np.concatenate([Y, Y + 3.0 * B[:, 0]], axis=1)))
+    up = als.random_null(moved, B[None], m=200, seed=0).iloc[0]
+    assert up.tilt > 0.3 and up.p_tilt == pytest.approx(1 / 201) and up.tilt_null_lo < 0 < up.tilt_null_hi
+
+
+def test_null_draws_with_tilt_keep_the_draws_of_null_draws_and_match_gamma_rho():
+    ts = _isotropic(seed=4, P=10, n=8, T=3, d=12)
+    B = _mixed_bases(np.random.default_rng(2), 12, [1, 2, 1])
+    gam, rho = als.null_draws(ts, B, m=60, seed=5, chunk=25)
+    gam3, rho3, tilt = als.null_draws_with_tilt(ts, B, m=60, seed=5, chunk=25)
+    np.testing.assert_array_equal(gam, gam3)
+    np.testing.assert_array_equal(rho, rho3)
+    rng = np.random.default_rng(5)  # layer 0's first draw is the first subspace of the generator
+    ref = als.gamma_rho(ts, _pad_to(als.random_subspaces(12, 1, 25, rng)[0], 2), n_boot=0)
+    assert tilt[0, 0] == pytest.approx(ref.tilt[0], abs=1e-6)
+
+
+def test_own_direction_test_cancels_row_and_column_effects():
+    """An additive map (row effect + column effect: an anisotropic direction that every layer's tokens catch)
+    has no diagonal advantage: every permutation ties, p = 1, excess 0, although its diagonal "wins" the one row
+    of the dominant column. A diagonal bonus under a dominant column wins one row only (``diagonal_wins``, the
+    statistic the page quoted before #25, says 1 of 4), yet the permutation test finds it: p = 1/4! = 1/24."""
+    rows, cols = np.array([0.0, 1.0, 2.0, 3.0]), np.array([0.0, 0.0, 0.0, 5.0])
+    additive = rows[:, None] + cols[None, :]
+    t = als.own_direction_test(additive)
+    assert (t.p, t.permutations, t.exact) == (1.0, 24, True) and t.excess == pytest.approx(0.0, abs=1e-12)
+    bonus = additive + np.eye(4)
+    t = als.own_direction_test(bonus)
+    assert als.diagonal_wins(bonus) == 1 and t.wins == 1
+    assert t.p == pytest.approx(1 / 24) and t.excess == pytest.approx(1.0)
+
+
+def test_own_direction_test_is_the_exact_permutation_share_and_monte_carlo_beyond_max_exact():
+    from itertools import permutations
+
+    m = np.random.default_rng(3).standard_normal((5, 5))
+    sums = np.array([m[np.arange(5), list(p)].sum() for p in permutations(range(5))])
+    assert als.own_direction_test(m).p == pytest.approx((sums >= np.trace(m) - 1e-12).mean(), abs=1e-15)
+    big = np.eye(9) * 10 + np.random.default_rng(4).standard_normal((9, 9)) * 0.1
+    t = als.own_direction_test(big, n_perm=999)
+    assert not t.exact and t.permutations == 999 and t.p == pytest.approx(1 / 1000)
+    with pytest.raises(ValueError, match="square"):
+        als.own_direction_test(np.ones((2, 3)))
+
+
+def test_foreign_direction_test_known_answers():
+    """Own value 1 in every layer, foreign values {0, 1}: the pooled mean reaches 1 only when every layer draws
+    its 1, probability 1/8 for three layers; per layer p = (1 + 1)/3. Own values above every foreign one: the
+    smallest p-values, 1/(S + 1) per layer and 1/(n + 1) pooled."""
+    f = np.array([[0.0, 1.0]] * 3)
+    t = als.foreign_direction_test(np.ones(3), f, n_draw=40_000, seed=1)
+    assert t.p == pytest.approx(1 / 8, abs=0.01) and (t.directions, t.draws) == (2, 40_000)
+    np.testing.assert_allclose(t.p_layer, 2 / 3)
+    np.testing.assert_allclose(t.null_lo, 0.0) and np.testing.assert_allclose(t.null_hi, 1.0)
+    top = als.foreign_direction_test(np.full(3, 2.0), f, n_draw=999)
+    assert top.p == pytest.approx(1 / 1000) and np.allclose(top.p_layer, 1 / 3)
+    with pytest.raises(ValueError, match="foreign"):
+        als.foreign_direction_test(np.ones(2), f)
+
+
+def test_cross_layer_maps_agree_with_gamma_rho_on_foreign_bases():
+    rng = np.random.default_rng(8)
+    ts = als.TokenStates.from_trajectories(_random_trajs(rng, P=4, T=3, d=8))
+    foreign = _mixed_bases(rng, 8, [1, 2, 2, 1, 1])  # five bases of another "model"
+    maps = als.cross_layer_maps(ts, foreign)
+    assert maps.gamma.shape == maps.rho.shape == maps.tilt.shape == (3, 5)
+    for s in range(5):
+        df = als.gamma_rho(ts, np.broadcast_to(foreign[s], (3, 8, 2)).copy(), n_boot=0)
+        np.testing.assert_allclose(maps.gamma[:, s], df.gamma_ratio, rtol=1e-12)
+        np.testing.assert_allclose(maps.tilt[:, s], df.tilt / df.chance, rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(maps.rho[:, s], df.rho, rtol=0, atol=0)
+
+
+def test_equivalence_test_known_answers():
+    """Bootstrap draws N(μ, σ) against ±δ: TOST p = max of the two tail shares. μ = 0, σ ≪ δ: equivalent with
+    the smallest p; μ = 0.9δ, σ = 0.1δ: p = P(draw ≥ δ) = 1 − Φ(1) ≈ 0.159, not equivalent although the estimate
+    lies inside the margin (its interval does not); a wide interval is never equivalence."""
+    z = np.random.default_rng(0).standard_normal(20_000)
+    tight = als.equivalence_test(0.0, 0.01 * z, 0.0, 1.0)
+    assert tight.equivalent and tight.p == pytest.approx(1 / 20_001)
+    near = als.equivalence_test(0.9, 0.9 + 0.1 * z, 0.0, 1.0)
+    assert not near.equivalent and near.p == pytest.approx(0.1587, abs=0.01)
+    assert near.lo == pytest.approx(0.9 - 0.1645, abs=0.01) and near.difference == pytest.approx(0.9)
+    wide = als.equivalence_test(0.0, 3 * z, 0.0, 1.0)
+    assert not wide.equivalent and wide.p > 0.3
+    shifted = als.equivalence_test(5.0, 5.0 + 0.01 * z, 5.0, 1.0)  # the reference is subtracted
+    assert shifted.equivalent and shifted.difference == 0.0
+    with pytest.raises(ValueError, match="margin"):
+        als.equivalence_test(0.0, z, 0.0, 0.0)
+
+
+def test_fixed_direction_profile_equivalence_needs_power():
+    """Isotropic states have no build-up: with many prompts the TOST shows it (equivalent within half a chance
+    level), with four one-token prompts it cannot (p_equivalent > 0.05) although the build-up does not beat
+    its null either: the case the verdict before #25 read as "no build-up"."""
+    B = _orthonormal(np.random.default_rng(0), 20, 1)
+    many = als.fixed_direction_profile(_isotropic(seed=3, P=200, n=10, T=3, d=20), B, m=300, n_boot=400, seed=1)
+    assert many.p_build_up[0] > 0.05 and many.p_equivalent[0] < 0.05
+    assert many.margin[0] == pytest.approx(0.5 * als.baseline_subspace(20, 1))
+    assert many.excess[0] == pytest.approx(many.build_up[0] - many.build_up_null_mid[0])
+    assert many.excess_lo[0] < many.excess[0] < many.excess_hi[0]
+    few = als.fixed_direction_profile(_isotropic(seed=3, P=4, n=1, T=3, d=20), B, m=300, n_boot=400, seed=1)
+    assert few.p_build_up[0] > 0.05 and few.p_equivalent[0] > 0.05
+
+
+def test_gamma_rho_table_shows_the_tilts_own_test_when_the_results_carry_it():
+    res = _hand_results().assign(tilt_null_lo=-0.01, tilt_null_hi=0.02, q_tilt=[0.0004, 0.5, 0.03, 1.0])
+    t = als.gamma_rho_table(res)
+    cols = list(t.columns)
+    assert cols[cols.index("Δγₜ") + 1: cols.index("ρₜ")] == ["null 95% range of Δγₜ", "q(Δγₜ)"]
+    assert t["null 95% range of Δγₜ"][0] == "[-0.0100, +0.0200]" and t["q(Δγₜ)"].tolist() == ["<0.001", "0.500",
+                                                                                              "0.030", "1.000"]

@@ -14,6 +14,7 @@ import lib
 from lib import bridge as br
 from lib import bridge_views as bv
 from lib import jacobian as jac
+from lib import jacobian_context as jcx
 from lib import nonnormal as nn
 from lib import steering
 
@@ -71,17 +72,96 @@ def test_layout_and_reference(tiny64):
     np.testing.assert_array_equal(br.reference("post-norm", 3), np.zeros((3, 3)))
 
 
-def test_bootstrap_share_estimate_and_degenerate_interval():
+def test_share_estimate_and_degenerate_interval():
+    """The size row of the estimate is ‖mean J_F‖/‖mean update‖; the bootstrap interval brackets it and
+    collapses when every prompt is the same (what ``bootstrap_share`` checked before the shares)."""
     rng = np.random.default_rng(0)
     J, JF = rng.standard_normal((5, 4, 4)), rng.standard_normal((5, 4, 4))
     dec = br.Decomposition(J, JF, "post-norm")
-    est, lo, hi = br.bootstrap_share(dec, n_boot=300)
+    W = bv.share_weights(5, 300)
+    tab = bv.share_table([br.resampled_shares(dec.update, {"attn": dec.J_F}, W)])
+    est, lo, hi = tab.size_attn.iloc[0], tab.size_attn_lo.iloc[0], tab.size_attn_hi.iloc[0]
     assert est == pytest.approx(np.linalg.norm(JF.mean(0)) / np.linalg.norm(J.mean(0)), rel=1e-12)
     assert lo < est < hi
+    assert tab.attn.iloc[0] == pytest.approx(np.sum(JF.mean(0) * J.mean(0)) / np.sum(J.mean(0) ** 2), rel=1e-12)
     same = br.Decomposition(np.repeat(J[:1], 5, 0), np.repeat(JF[:1], 5, 0), "pre-norm")
-    e2, l2, h2 = br.bootstrap_share(same, n_boot=50)
+    t2 = bv.share_table([br.resampled_shares(same.update, {"attn": same.J_F}, bv.share_weights(5, 50))])
+    e2, l2, h2 = t2.size_attn.iloc[0], t2.size_attn_lo.iloc[0], t2.size_attn_hi.iloc[0]
     assert l2 == pytest.approx(e2) and h2 == pytest.approx(e2)
     assert e2 == pytest.approx(np.linalg.norm(JF[0]) / np.linalg.norm(J[0] - np.eye(4)))
+    assert t2.attn_lo.iloc[0] == pytest.approx(t2.attn.iloc[0]) == t2.attn_hi.iloc[0]
+
+
+def test_projection_shares_add_up_where_the_size_ratio_does_not():
+    """Two orthogonal halves of an update: each path's size ratio is 0.71 ("over half" for both, the old
+    statistic), its projection share ½. Shares always sum to 1, and pass 1 when the paths cancel."""
+    d = 5
+    A, B = np.zeros((1, d, d)), np.zeros((1, d, d))
+    A[0, 0, 0], B[0, 1, 2] = 1.0, 1.0
+    one = np.ones((1, 1))
+    out = br.resampled_shares(A + B, {"attn": A, "avoid": B}, one)
+    assert out["attn"][0] == pytest.approx(0.5) and out["avoid"][0] == pytest.approx(0.5)
+    assert out["size_attn"][0] == pytest.approx(np.sqrt(0.5)) == out["size_avoid"][0]
+    rng = np.random.default_rng(1)
+    A, B = rng.standard_normal((2, 6, d, d))
+    W = rng.random((9, 6))
+    out = br.resampled_shares(A + B, {"attn": A, "avoid": B}, W)
+    np.testing.assert_allclose(out["attn"] + out["avoid"], 1.0, rtol=1e-12)
+    means = np.tensordot(W, A, axes=1), np.tensordot(W, A + B, axes=1)
+    np.testing.assert_allclose(out["attn"], np.sum(means[0] * means[1], axis=(1, 2))
+                               / np.sum(means[1] ** 2, axis=(1, 2)), rtol=1e-12)
+    np.testing.assert_allclose(br.resampled_inner(A, A, W), br.resampled_norms(A, W) ** 2, rtol=1e-12)
+    cancel = br.resampled_shares(A[:1], {"attn": 2 * A[:1], "avoid": -A[:1]}, one)
+    assert cancel["attn"][0] == pytest.approx(2.0) and cancel["avoid"][0] == pytest.approx(-1.0)
+
+
+def test_share_table_resamples_the_median_over_layers_jointly():
+    """The median over layers of each resample: the same prompts resampled in every layer."""
+    rng = np.random.default_rng(2)
+    W = bv.share_weights(7, 200, seed=3)
+    Us = rng.standard_normal((3, 7, 4, 4))
+    boots = [br.resampled_shares(U, {"attn": 0.3 * U + 0.1 * rng.standard_normal(U.shape)}, W) for U in Us]
+    tab = bv.share_table(boots)
+    assert tab.layer.tolist() == [1, 2, 3]
+    per_resample = np.median(np.stack([b["attn"] for b in boots]), axis=0)
+    assert tab.med.iloc[0] == pytest.approx(np.median(tab.attn)) == per_resample[0]
+    np.testing.assert_allclose([tab.med_lo.iloc[0], tab.med_hi.iloc[0]],
+                               np.quantile(per_resample[1:], [0.025, 0.975]), rtol=1e-12)
+    assert (tab.med == tab.med.iloc[0]).all() and np.allclose(W[0], 1 / 7) and np.allclose(W.sum(1), 1)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_in_context_decomposition_against_autodiff(tiny64, family):
+    """In context the attention core's Jacobian A replaces F: J is the closed form bit for bit, J − J_A is
+    autodiff of the block with the attention output detached, and on a one-token sequence A = F, so the
+    attention path and its value path are the single-token J_F."""
+    model = tiny64(family)
+    H = model.hidden_states_ids(torch.arange(6) + 3)
+    t, T = 1, 4
+    dec = br.decompose_in_context(model, t, [H[t]], [T])
+    np.testing.assert_array_equal(dec.J, jcx.in_context_jacobians_closed(model, t, [H[t]], [T]).numpy())
+
+    def f(x):
+        Hx = H[t].clone()
+        Hx[T] = x
+        return model.layer(t)(Hx[None])[0, T]
+
+    def hook(_m, _a, out):
+        return (out[0].detach(),) + tuple(out[1:]) if isinstance(out, tuple) else out.detach()
+
+    handle = _attention_output_module(model, t).register_forward_hook(hook)
+    try:
+        avoid = torch.autograd.functional.jacobian(f, H[t][T]).numpy()
+    finally:
+        handle.remove()
+    full = torch.autograd.functional.jacobian(f, H[t][T]).numpy()
+    tol = 1e-6 if family == "gpt_neo" else fp64_tolerance(family)
+    assert np.linalg.norm((dec.J[0] - dec.J_F[0]) - avoid) / np.linalg.norm(full) < tol
+    assert np.linalg.norm(dec.J_F[0] - dec.J_value[0]) > 1e-4 * np.linalg.norm(full)  # softmax paths matter here
+    one = br.decompose_in_context(model, t, [H[t][T : T + 1]], [0])
+    single = br.decompose(model, t, H[t][T : T + 1])
+    scale = np.linalg.norm(single.J_F)
+    assert np.linalg.norm(one.J_F - single.J_F) / scale < tol and np.linalg.norm(one.J_value - single.J_F) / scale < tol
 
 
 # -- principal angles and their chance distribution ------------------------------------------------------------
@@ -160,6 +240,67 @@ def test_stratified_spearman_ignores_differences_between_groups():
     assert scipy.stats.spearmanr(xb, yb).statistic > 0.8
     res_b = br.stratified_spearman(xb, yb, groups, n_perm=2000)
     assert res_b["null_lo"] < res_b["r"] < res_b["null_hi"] and res_b["p"] > 0.05
+
+
+def test_spearman_null_is_the_exact_permutation_law():
+    from itertools import permutations
+
+    values, prob = br.spearman_null(6)
+    r = np.array([scipy.stats.spearmanr(np.arange(6), q).statistic for q in permutations(range(6))])
+    u, c = np.unique(np.round(r, 12), return_counts=True)
+    np.testing.assert_allclose(values, u, atol=1e-12)
+    np.testing.assert_allclose(prob, c / 720, rtol=1e-12)
+    assert br.two_sided_p(1.0, (values, prob)) == pytest.approx(2 / 720)  # the two perfect orderings
+    assert br.two_sided_p(-values[1], (values, prob)) == pytest.approx(12 / 720)  # the next: r = ±0.943
+    v3, p3 = br.spearman_null(6, 3)  # the mean of three groups: against Monte Carlo
+    draws = np.random.default_rng(0).choice(values, size=(40000, 3), p=prob).mean(1)
+    assert abs(np.mean(np.abs(draws) >= 0.5 - 1e-12) - br.two_sided_p(0.5, (v3, p3))) < 0.005
+    assert p3.sum() == pytest.approx(1.0) and v3[0] == pytest.approx(-1.0)
+    rng = np.random.default_rng(4)
+    x, y = rng.random(18), rng.random(18)
+    res = br.stratified_spearman(x, y, np.repeat(np.arange(3), 6))
+    assert res["p"] == pytest.approx(float(br.two_sided_p(res["r"], (v3, p3))))
+
+
+def _values_next(null):
+    """The largest |r| short of a perfect ordering."""
+    return np.unique(np.abs(null[0]))[-2]
+
+
+def test_six_layers_under_bh_over_twelve_tests_pass_only_a_perfect_ordering():
+    """The test section 6.3 ran: one trained model's six layers, Benjamini–Hochberg over twelve tests. The
+    best ordering short of perfect (r = 0.943, p = 12/720) fails even with the other eleven at p = 1."""
+    null = br.spearman_null(6)
+    p = np.ones(12)
+    p[0] = br.two_sided_p(-_values_next(null), null)
+    assert not br.bh_reject(p)[0]
+    p[0] = br.two_sided_p(1.0, null)
+    assert br.bh_reject(p)[0]
+
+
+def test_bh_reject_is_benjamini_hochberg_batched():
+    from lib.topology import benjamini_hochberg
+
+    P = np.random.default_rng(5).random((200, 12)) ** 3
+    np.testing.assert_array_equal(br.bh_reject(P), np.array([benjamini_hochberg(row) <= 0.05 for row in P]))
+    assert not br.bh_reject(np.full((2, 4), 0.9)).any()
+
+
+def test_spearman_power_has_the_size_of_the_test_and_finds_planted_correlations():
+    """Known answers: with one test (no correction) and nothing planted, the rejection rate is the exact size
+    P(p ≤ 0.05) of the six-point permutation test; planted correlations are found more often with three
+    variants than with one, and a strong ρ = 0.8 at six layers under BH over twelve is found under half the
+    time (the chapter's trained design)."""
+    values, prob = br.spearman_null(6)
+    size = prob[br.two_sided_p(values, (values, prob)) <= 0.05].sum()
+    pw0 = br.spearman_power([(6, 1)], [0.0], reps=20000, seed=1)[0, 0]
+    assert abs(pw0 - size) < 4 * np.sqrt(size * (1 - size) / 20000)
+    designs = ([(6, 1)] * 3 + [(6, 3)] * 3) * 2
+    pw = br.spearman_power(designs, [0.0, 0.8, 0.99], reps=1500)
+    assert pw[0].max() < 0.02
+    assert pw[1, 0] < 0.5 < pw[1, 3] and pw[2, 0] > 0.8
+    one = br.spearman_power(designs, [0.8], planted=[0], reps=1500)
+    assert one[0, 0] < pw[1, 0] and one[0, 1:].max() < 0.02  # alone, an effect is harder to find
 
 
 # -- one token or the whole context ---------------------------------------------------------------------------------

@@ -68,7 +68,9 @@ def test_autodiff_check_and_context_twins(decoder_views):
     checks = bv.autodiff_check(decoder_views, layer=1)
     assert checks.columns.tolist() == ["model", "layout", "layer", "relative difference from autodiff"]
     assert checks.layer.tolist() == [2] and checks.iloc[0, -1] < 1e-4
-    ctx, funnel = bv.context_twins(decoder_views, n=2)
+    ctx, funnel, share_ctx = bv.context_twins(decoder_views, n=2)
+    assert len(share_ctx) == 12 and set(share_ctx.series) == {"trained", "random init, seed 0"}
+    np.testing.assert_allclose(share_ctx.value + share_ctx.softmax + share_ctx.avoid, 1.0, atol=1e-6)
     assert len(ctx) == 12 and (ctx.rel_first >= ctx.rel_min - 1e-12).all() and (ctx.rel_first <= ctx.rel_max + 1e-12).all()
     assert funnel.prompts.tolist() == [2, 2]
     v = decoder_views["decoder", "trained"]
@@ -80,26 +82,76 @@ def test_autodiff_check_and_context_twins(decoder_views):
 
 
 # -- section 6.1 ---------------------------------------------------------------------------------------------------
-def _share(tr: float, rd: float) -> pd.DataFrame:
-    vals = {}
-    for key in KEYS:
-        for s in SERIES:
-            v = tr if s == "trained" else rd
-            share = v + 0.01 * np.arange(6)
-            vals[key, s] = {"share": share, "lo": share - 0.02, "hi": share + 0.03, "sigma_share": share / 2}
-    return _per_layer(vals)
+def _share_table(value: float, ctx: bool) -> pd.DataFrame:
+    share = value + 0.01 * np.arange(6)
+    cols = {"attn": share, "attn_lo": share - 0.02, "attn_hi": share + 0.03, "avoid": 1 - share,
+            "size_attn": np.sqrt(share), "size_avoid": np.sqrt(1 - share), "med": np.median(share),
+            "med_lo": np.median(share) - 0.05, "med_hi": np.median(share) + 0.05}
+    if ctx:
+        cols.update(value=share / 2, softmax=share / 2)
+    else:
+        cols.update(sigma_size=share / 2)
+    return cols
+
+
+def _share(tr: float, rd: float, ctx_tr: float | None = None, ctx_rd: float | None = None,
+           keys: tuple[str, ...] = KEYS) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(share, share_ctx)`` tables: trained share ``tr`` (per layer ``tr + 0.01 t``), twins ``rd``; in context
+    ``ctx_tr``/``ctx_rd`` (default: the same)."""
+    ctx_tr, ctx_rd = tr if ctx_tr is None else ctx_tr, rd if ctx_rd is None else ctx_rd
+    single = {(key, s): _share_table(tr if s == "trained" else rd, False) for key in keys for s in SERIES}
+    ctx = {(key, s): _share_table(ctx_tr if s == "trained" else ctx_rd, True) for key in keys for s in SERIES}
+    return _per_layer(single), _per_layer(ctx)
 
 
 def test_share_findings_numbers_and_verdicts():
-    f = bv.share_findings(_share(0.8, 0.2), "some models")
+    f = bv.share_findings(*_share(0.8, 0.2), "some models")
     assert f.numbers["sh_tr_MiniLM"] == "0.80–0.85"
     assert f.numbers["sh_ci_decoder"] == "0.78–0.88"
-    assert f.numbers["sig_rd_MiniLM"] == "0.10–0.12"
-    assert f.numbers["sh_med_tr_decoder"] == f"{np.median(0.8 + 0.01 * np.arange(6)):.2f}"
+    m = np.median(0.8 + 0.01 * np.arange(6))
+    assert f.numbers["sh_med_tr_decoder"] == f"{m:.2f} [{m - 0.05:.2f}, {m + 0.05:.2f}]"
+    assert f.numbers["sz_tr_MiniLM"] == f"{np.sqrt(0.8):.2f}–{np.sqrt(0.85):.2f}"
+    half = lib.tables.value_range((0.8 + 0.01 * np.arange(6)) / 2)
+    assert f.numbers["cxs_val_MiniLM"] == half and f.numbers["cxs_soft_decoder"] == half
     assert f.claim["models"] == "some models" and f.claim["verdict"] == "reproduced"
-    assert "MiniLM: ‖J̄_F‖/‖Ū‖ 0.80–0.85 trained (95% CI 0.78–0.88), 0.20–0.25 at random init" in f.claim["measured"]
-    assert bv.share_findings(_share(0.8, 0.9), "m").claim["verdict"] == "not specific to training"
-    assert bv.share_findings(_share(0.3, 0.9), "m").claim["verdict"] == "not reproduced"
+    assert (f"MiniLM single token: ⟨J̄_A, Ū⟩/‖Ū‖² median {m:.2f} [{m - 0.05:.2f}, {m + 0.05:.2f}] trained, "
+            f"twins' medians {np.median(0.2 + 0.01 * np.arange(6)):.2f} → reproduced") in f.claim["measured"]
+    assert bv.share_findings(*_share(0.8, 0.9), "m").claim["verdict"] == "not specific to training"
+    assert bv.share_findings(*_share(0.3, 0.9), "m").claim["verdict"] == "not reproduced"
+
+
+def test_share_verdicts_are_per_model_and_protocol_never_an_and():
+    """MiniLM's twins carry little, the decoder's twins all of it: the decoder is "not specific to training"
+    even where MiniLM is "reproduced" (today's AND over models called both "reproduced")."""
+    share, ctx = _share(0.8, 0.2, ctx_tr=0.3, ctx_rd=0.05)
+    dec = share.model == "decoder"
+    share.loc[dec & share.random, ["med", "med_lo", "med_hi"]] = [0.98, 0.97, 0.99]
+    f = bv.share_findings(share, ctx, "m")
+    assert (f.numbers["sh_v_MiniLM"], f.numbers["sh_v_decoder"]) == ("reproduced", "not specific to training")
+    assert (f.numbers["cxs_v_MiniLM"], f.numbers["cxs_v_decoder"]) == ("not reproduced", "not reproduced")
+    assert f.claim["verdict"] == "partly reproduced"
+    assert "decoder single token" in f.claim["measured"] and "→ not specific to training" in f.claim["measured"]
+    # an interval that reaches below one half is not "most", whatever the estimate
+    low = _share(0.8, 0.2)
+    low[0].loc[~low[0].random, "med_lo"] = 0.49
+    assert bv.share_findings(*low, "m").numbers["sh_v_MiniLM"] == "not reproduced"
+
+
+def test_combined_verdict():
+    assert bv.combined_verdict(["reproduced"] * 4) == "reproduced"
+    assert bv.combined_verdict(["reproduced", "not reproduced"]) == "partly reproduced"
+    assert bv.combined_verdict(["not specific to training", "not reproduced"]) == "not specific to training"
+    assert bv.combined_verdict(["not reproduced", "not reproduced"]) == "not reproduced"
+    with pytest.raises(ValueError, match="no verdicts"):
+        bv.combined_verdict([])
+
+
+def test_share_both_marks_the_protocols():
+    both = bv.share_both(*_share(0.8, 0.2))
+    assert list(pd.unique(both.protocol)) == list(bv.SHARE_PROTOCOLS)
+    single = both[both.protocol == "single token"]
+    np.testing.assert_array_equal(single.value, single.attn)  # alone, A = F: all of it is the value path
+    assert (single.softmax == 0).all() and both[both.protocol == "in context"].sigma_size.isna().all()
 
 
 # -- section 6.2 ---------------------------------------------------------------------------------------------------
@@ -158,15 +210,53 @@ def test_rate_tests_rank_within_variants():
     pd.testing.assert_frame_equal(rt, bv.rate_tests(_rates(related=True)))  # seeded
 
 
+def _power(power_at_strong: float) -> pd.DataFrame:
+    """A :func:`rate_power` table whose trained design has ``power_at_strong`` at ρ = 0.8."""
+    rows = []
+    for design, n_var in (("6 layers × 1 variant", 1), ("6 layers × 2 variants", 2)):
+        for e in bv.RATE_EFFECTS:
+            pw = power_at_strong if e == bv.RATE_STRONG else e / 2
+            rows.append({"effect": e, "design": design, "n": 6, "variants": n_var, "power_all": pw,
+                         "power_one": pw / 2, "reps": 100})
+    return pd.DataFrame(rows)
+
+
 def test_rate_findings_numbers_and_verdicts():
     rates = _rates(related=True)
     rates.loc[(rates.model == "decoder") & ~rates.random & (rates.layer == 1), "radius_J"] = 41.6
-    f = bv.rate_findings(rates, bv.rate_tests(rates), "m")
+    rt = bv.rate_tests(rates)
+    f = bv.rate_findings(rates, rt, _power(0.3), "m")
     assert f.numbers["dec_rho1"] == "42" and f.numbers["rt_n"] == 6
     assert f.numbers["rt_sig_tr"] + f.numbers["rt_sig_rd"] > 0
     assert f.claim["verdict"] in ("reproduced", "partly reproduced")
+    assert f.numbers["rt_p_perfect"] == f"{2 / 720:.4f}" and f.numbers["rt_p_next"] == f"{12 / 720:.3f}"
+    assert f.numbers["rt_bh_lone"] == f"{0.05 / 12:.4f}" and f.numbers["rt_pw_tr_8"] == "0.30"
+    assert f.numbers["rt_dir"] == "4 of 6"  # r = −1 everywhere: the predicted sign for ρ(J̄) and δ_H only
     null = _rates(related=False)
-    assert bv.rate_findings(null, bv.rate_tests(null), "m").claim["verdict"] == "not reproduced"
+    rt0 = bv.rate_tests(null)
+    assert bv.rate_findings(null, rt0, _power(0.9), "m").claim["verdict"] == "not reproduced"
+
+
+def test_an_absence_from_an_underpowered_test_is_inconclusive():
+    """Nothing significant with six layers, and a test that finds a planted ρ = 0.8 less than 80% of the
+    time: "inconclusive (underpowered)", not "not reproduced" (today's verdict)."""
+    null = _rates(related=False)
+    rt = bv.rate_tests(null)
+    assert (rt[rt.series == "trained"].q >= 0.05).all()
+    f = bv.rate_findings(null, rt, bv.rate_power(rt, 6, reps=400), "m")
+    assert f.claim["verdict"] == "inconclusive (underpowered)"
+    assert float(f.numbers["rt_pw_tr_8"]) < 0.5 and "power at a planted ρ = 0.8" in f.claim["measured"]
+
+
+def test_rate_power_has_both_designs_and_scenarios():
+    rt = bv.rate_tests(_rates(related=False))
+    pw = bv.rate_power(rt, 6, effects=(0.0, 0.9), reps=500)
+    assert set(pw.design) == {"6 layers × 1 variant", "6 layers × 2 variants"} and len(pw) == 4
+    assert (pw[pw.effect == 0.0][["power_all", "power_one"]] < 0.03).all().all()  # FDR control under the null
+    one = pw[pw.design == "6 layers × 2 variants"].set_index("effect")
+    assert one.power_all[0.9] > one.power_one[0.9] > 0.3  # more power with every test planted, and with two twins
+    single = pw[pw.design == "6 layers × 1 variant"].set_index("effect")
+    assert single.power_all[0.9] < one.power_all[0.9]
 
 
 # -- section 6.4 ---------------------------------------------------------------------------------------------------
@@ -267,7 +357,7 @@ def test_steering_findings_numbers_and_verdicts():
 
 # -- what the chapter shows and glues --------------------------------------------------------------------------------
 def test_readable_tables_have_words_for_headers():
-    tables = {"share": _share(0.8, 0.2), "angles": bv.angle_summary(_angles(0.01, 0.5)),
+    tables = {"share": bv.share_both(*_share(0.8, 0.2)), "angles": bv.angle_summary(_angles(0.01, 0.5)),
               "rates": bv.rate_tests(_rates(True)), "gamma": bv.gamma_summary(_gamma(0.5, 0.01, 0.5)),
               "context": _context(0.6)[0], "funnel": _context(0.6)[1], "steering": _steer(0.7, 0.1)}
     for kind, df in tables.items():
@@ -275,7 +365,7 @@ def test_readable_tables_have_words_for_headers():
         code = [h for h in out.columns if re.search(r"[A-Za-z0-9]_[A-Za-z0-9]", h) and not re.search(r"[₀-₉]", h)]
         assert not code, (kind, code)
         assert len(out) == len(df)
-    assert bv.readable(tables["share"], "share")["95% CI"].iloc[0] == "0.780–0.830"
+    assert bv.readable(tables["share"], "share")["95% CI"].iloc[0] == "0.780 to 0.830"
     with pytest.raises(ValueError, match="kind must be one of"):
         bv.readable(tables["share"], "shares")
 
@@ -283,7 +373,7 @@ def test_readable_tables_have_words_for_headers():
 def test_findings_glue_every_number_and_return_the_claim(monkeypatch):
     glued = {}
     monkeypatch.setattr("lib.prose.glue", lambda name, value, display=False: glued.__setitem__(name, value))
-    f = bv.share_findings(_share(0.8, 0.2), "m")
+    f = bv.share_findings(*_share(0.8, 0.2), "m")
     assert f.glue() is f.claim and glued == f.numbers
     assert set(f.claim) == {"models", "measured", "verdict"} and f.claim["verdict"] in VERDICTS
 

@@ -38,7 +38,7 @@ def _pert() -> pd.DataFrame:
 
 
 CHARTS = {
-    "share": lambda: bp.share_chart(_share(0.8, 0.2), model="m"),
+    "share": lambda: bp.share_chart(bv.share_both(*_share(0.8, 0.2)), model="m"),
     "angle": lambda: bp.angle_chart(_angles(0.01, 0.5).assign(k=8, p=0.01), model="m"),
     "rates": lambda: bp.rates_chart(_rates(True), model="m"),
     "gamma": lambda: bp.gamma_chart(_gamma_table(), "gamma", model="m"),
@@ -72,7 +72,7 @@ def test_chart_is_in_the_books_style(name):
 
 
 @pytest.mark.parametrize(("name", "entry", "colour"), [
-    ("share", "ratio 1: the update is all attention path", bp.REFERENCE_COLOR),
+    ("share", "½: half of the update", bp.REFERENCE_COLOR),
     ("angle", "chance: 5% quantile of random subspaces", NULL_COLOR),
     ("gamma", "null: 95% quantile of random subspaces", NULL_COLOR),
     ("gamma", "chance level", bp.REFERENCE_COLOR),

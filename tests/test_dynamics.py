@@ -256,6 +256,8 @@ def test_one_layer_tilt_matches_alignment_stats():
     a_in = spectra.alignment(ts.states[0], v1).mean()
     assert tt.gamma_in == pytest.approx(a_in, rel=1e-12)
     assert tt.chance == pytest.approx(als.baseline_subspace(16, 1))
+    assert (tt.tilt, tt.p_tilt, tt.tilt_null_hi) == (null.tilt, null.p_tilt, null.tilt_null_hi)  # #25 §6
+    assert tt.tilt == pytest.approx(tt.gamma - tt.gamma_in, abs=1e-12)
 
 
 def test_consensus_curves_and_rates():

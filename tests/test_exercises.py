@@ -13,6 +13,7 @@ import math
 import re
 import signal
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,14 @@ def solution(chapter: str, name: str) -> dict:
             exec(compile(ast.Module(body=keep, type_ignores=[]), str(BOOK / chapter), "exec"), namespace)
             return namespace
     raise AssertionError(f"{chapter} has no solution block defining {name}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _solutions_read():
+    """Read the solutions that the wrong answers below build on here, in the test process: a checker runs
+    each case in a child process, where a first read (seconds) would count against the case's time limit."""
+    solution("01_power_method.md", "my_power_method")
+    solution("01_power_method.md", "my_rates")
 
 
 def rejects(capsys, checker, fn, *more, message: str) -> str:
@@ -346,7 +355,7 @@ def test_steering_w_gemma_case_is_rank_deficient():
         seen.append((V, u))
         return np.linalg.lstsq(V.T, u, rcond=None)[0]
 
-    assert ex.check_steering_w(spy, verbose=False)
+    assert ex.check_steering_w(spy, verbose=False, time_limit=None)  # in this process: the spy sees the cases
     V, u = seen[-1]
     assert V.shape[0] > V.shape[1] > np.linalg.matrix_rank(V)
     assert np.linalg.norm(V.T @ np.linalg.lstsq(V.T, u, rcond=None)[0] - u) > 0.1
@@ -363,8 +372,8 @@ def test_principal_angles_rejects_no_orthonormalisation_and_arccos_only(capsys):
     rejects(capsys, ex.check_principal_angles, no_qr, message="orthonormalize the bases first")
     out = rejects(capsys, ex.check_principal_angles, arccos_only, message="take small angles from the sines")
     assert "✗ a nearly parallel line" in out and "✓ non-orthonormal inputs" in out
-    rejects(capsys, ex.check_principal_angles, lambda A, B: np.degrees(scipy.linalg.subspace_angles(A, B))[::-1],
-            message="return radians, not degrees")
+    good = solution("06_two_views.md", "my_principal_angles")["my_principal_angles"]  # SciPy's is off in the check
+    rejects(capsys, ex.check_principal_angles, lambda A, B: np.degrees(good(A, B)), message="return radians, not degrees")
 
 
 def test_attention_path_rejects_the_wrong_order(capsys):
@@ -403,22 +412,103 @@ def _looping(ratio, tol):
 def test_an_infinite_loop_is_stopped_and_its_line_shown(capsys):
     before = signal.getsignal(signal.SIGALRM)
     out = rejects(capsys, lambda fn: ex.check_steps_needed(fn, time_limit=0.2), _looping,
-                  message="stopped after 0.2 s while at line")
+                  message="did not return within 0.2 s while at line")
     assert "in _looping" in out and ("T += 1" in out or "while True:" in out) and "an infinite loop?" in out
-    assert out.count("stopped after") == 1 and "… 5 more checks not run (this case ran out of time)" in out
+    assert out.count("did not return within") == 1 and "… 6 more checks not run (this case ran out of time)" in out
     assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL)[0] == 0
 
 
-def test_a_student_except_cannot_swallow_the_time_limit(capsys):
-    def stubborn(ratio, tol):
-        while True:
-            try:
-                while True:
-                    pass
-            except Exception:  # noqa: BLE001 - the student's catch-all
-                continue
+def _swallows_everything(ratio, tol):
+    while True:
+        try:
+            while True:
+                pass
+        except:  # noqa: E722 - the student's bare except, which catches any exception raised into the loop
+            continue
 
-    rejects(capsys, lambda fn: ex.check_steps_needed(fn, time_limit=0.2), stubborn, message="stopped after 0.2 s")
+
+def _swallows_base_exceptions(ratio, tol):
+    n = 0
+    while True:
+        try:
+            n += 1
+        except BaseException:  # noqa: BLE001 - the student's catch-all
+            pass
+
+
+def _stubborn(ratio, tol):
+    while True:
+        try:
+            while True:
+                pass
+        except Exception:  # noqa: BLE001 - the student's catch-all
+            continue
+
+
+@pytest.mark.parametrize("student", [_stubborn, _swallows_everything, _swallows_base_exceptions],
+                         ids=["except Exception", "bare except", "except BaseException"])
+def test_a_student_except_cannot_swallow_the_time_limit(capsys, student):
+    """The case runs in a child process that is killed: no handler in the student's code holds it off, and
+    the checker returns in about the time limit with the case's own ✗ (the rest of the notebook goes on)."""
+    t0 = time.monotonic()
+    out = rejects(capsys, lambda fn: ex.check_steps_needed(fn, time_limit=0.5), student,
+                  message="did not return within 0.5 s while at line")
+    assert time.monotonic() - t0 < 0.5 + 10  # the limit, a second's grace, and the fork (generous: a busy machine)
+    assert f"in {student.__name__}" in out and "0/7 checks passed." in out
+
+
+def test_a_later_case_that_hangs_keeps_the_earlier_results(capsys):
+    """All cases run in turn in one child process; each has its own limit, counted from the one before."""
+    good = solution("02_shared_weights.md", "my_steps_needed")["my_steps_needed"]
+
+    def hangs_on_the_third(ratio, tol):
+        while ratio == 0.99:
+            try:
+                pass
+            except BaseException:  # noqa: BLE001
+                pass
+        return good(ratio, tol)
+
+    out = rejects(capsys, lambda fn: ex.check_steps_needed(fn, time_limit=0.5), hangs_on_the_third,
+                  message="✗ ratio = 0.99, tol = 0.001: did not return within 0.5 s")
+    assert "✓ ratio = 0.5, tol = 0.001" in out and "✓ ratio = 0.9, tol = 1e-06" in out
+    assert "… 4 more checks not run (this case ran out of time)" in out and "2/7 checks passed." in out
+
+
+def test_a_crash_of_the_students_code_is_reported(capsys):
+    import os
+
+    rejects(capsys, ex.check_steps_needed, lambda ratio, tol: os._exit(3),
+            message="the process running your function ended (exit status 3)")
+
+
+def test_what_the_students_code_prints_is_shown_with_its_case(capsys):
+    good = solution("02_shared_weights.md", "my_steps_needed")["my_steps_needed"]
+
+    def chatty(ratio, tol):
+        print(f"trying {ratio}")
+        return good(ratio, tol)
+
+    assert ex.check_steps_needed(chatty) is True
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:3] == ["trying 0.5", "  ✓ ratio = 0.5, tol = 0.001"]
+
+
+def test_torch_runs_in_the_child_after_the_parent_used_its_threads(capsys):
+    """The parent's OpenMP pool does not survive a fork (a torch product in the child hung): the child
+    uses one torch thread."""
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        a = torch.randn(400, 400, dtype=torch.float64)
+        for _ in range(3):
+            a = a @ a / 400
+        assert ex.check_attention_path(solution("06_two_views.md", "my_attention_path")["my_attention_path"],
+                                       time_limit=20) is True
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_the_time_limit_outside_the_main_thread(capsys):
@@ -428,8 +518,36 @@ def test_the_time_limit_outside_the_main_thread(capsys):
     worker.join(30)
     assert result == {"ok": False}
     out = capsys.readouterr().out
-    assert "stopped after 0.2 s while at line" in out and "in _looping" in out
+    assert "did not return within 0.2 s while at line" in out and "in _looping" in out
     assert not any(t.name.startswith("checker:") and t.is_alive() for t in threading.enumerate())  # loop was stopped
+
+
+def test_without_fork_a_watched_thread_keeps_the_limit(capsys, monkeypatch):
+    """Where fork is missing or unsafe (Windows, macOS) a case runs in a thread: a loop is stopped, and one
+    that cannot be stopped is left behind, so the checker returns either way."""
+    monkeypatch.setattr(runner, "FORK", False)
+    out = rejects(capsys, lambda fn: ex.check_steps_needed(fn, time_limit=0.2), _stubborn,
+                  message="did not return within 0.2 s while at line")
+    assert "in _stubborn" in out
+    assert not any(t.name.startswith("checker:") and t.is_alive() for t in threading.enumerate())
+
+    def unstoppable(ratio, tol):  # swallows what the watcher raises into it, and ends by itself after 3 s
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            try:
+                while time.monotonic() < end:
+                    pass
+            except:  # noqa: E722
+                pass
+        return 0
+
+    t0 = time.monotonic()
+    rejects(capsys, lambda fn: ex.check_steps_needed(fn, time_limit=0.2), unstoppable,
+            message="did not return within 0.2 s")
+    assert time.monotonic() - t0 < 3
+    for t in threading.enumerate():
+        if t.name.startswith("checker:"):
+            t.join(10)
 
 
 def test_the_students_error_shows_their_line_not_the_checkers(capsys):
@@ -510,3 +628,236 @@ def test_no_solution_is_printed_in_the_chapter_body(chapter):
         for code in sol.code:
             for fn in _statements(code):
                 assert fn not in shown, f"{chapter.name}: solution {sol.number} is printed in the body:\n{fn}"
+
+
+# -- the library's own version of what an exercise asks for is off while the student's code runs ------------------------
+def _off_cases():
+    """(checker, extra arguments, a one-line call of the library's own version, the name it must give)."""
+    import lib.nonnormal as nn
+    from lib import alignment_stats as als
+    from lib import bridge, spectra, steering
+    from lib.power import power_method, steps_needed  # bound in the "student's" namespace, as a student would
+
+    def gamma_rho_row(Xi, Xo, v):
+        row = als.gamma_rho(als.TokenStates.from_trajectories([np.stack([Xi, Xo])]), v[:, None], n_boot=0).iloc[0]
+        return row.gamma, row.rho
+
+    return [
+        (ex.check_spectral_summary, (), lambda F: (spectra.spectral_radius(F), spectra.gap_ratio(spectra.eigvals(F)),
+                                                   False), "lib.spectra.spectral_radius"),
+        (ex.check_power_method, (), lambda F, x0, T: power_method(F, x0, T)[-1], "lib.power.power_method"),
+        (ex.check_residual_rates, ([1.0, 0.5, 0.2],),
+         lambda e: (spectra.gap_ratio(e), spectra.gap_ratio(np.array(sorted(1 + e, key=abs, reverse=True)))),
+         "lib.spectra.gap_ratio"),
+        (ex.check_steps_needed, (), steps_needed, "lib.power.steps_needed"),
+        (ex.check_gamma_rho, (), gamma_rho_row, "lib.alignment_stats.gamma_rho"),
+        (ex.check_effective_rank, (), nn.effective_rank, "lib.nonnormal.effective_rank"),
+        (ex.check_effective_rank, (), lambda M: float(nn.cumulative_product(M[None]).erank[-1]),
+         "lib.nonnormal.cumulative_product"),
+        (ex.check_schur_normal, (), lambda M: nn.schur_normal(M), "lib.nonnormal.schur_normal"),
+        (ex.check_complex_fractions, (),
+         lambda Jp: (float(np.mean([nn.complex_fraction(J) for J in Jp])), nn.complex_fraction(Jp.mean(0))),
+         "lib.nonnormal.complex_fraction"),
+        (ex.check_truncated_funnel, (), lambda Js, k: float(nn.cumulative_product(Js, k).erank[-1]),
+         "lib.nonnormal.cumulative_product"),
+        (ex.check_steering_w, (), lambda V, u: steering.choose_w(V, u)[0], "lib.steering.choose_w"),
+        (ex.check_principal_angles, (), bridge.principal_angles, "lib.bridge.principal_angles"),
+        (ex.check_principal_angles, (), lambda A, B: np.sort(scipy.linalg.subspace_angles(A, B)),
+         "scipy.linalg.subspace_angles"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(13))
+def test_a_one_line_call_of_the_librarys_own_version_is_refused_by_name(capsys, index):
+    checker, more, one_liner, name = _off_cases()[index]
+    out = rejects(capsys, checker, one_liner, *more,
+                  message=f"{name} is off while this exercise is checked: write your own")
+    assert out.count("✗") == 1 and "more check" in out  # said once; the other cases are not run
+    fn = runner._resolve(name)
+    assert fn.__code__ is not runner._off_template.__code__ and "MESSAGE" not in fn.__code__.co_consts
+    assert not runner._SWAPPED
+
+
+def test_the_library_is_restored_in_this_process_after_an_error_and_a_time_out(capsys):
+    """Without a child process (time_limit=None, and the watched thread), call() swaps the code and swaps it back,
+    also when the student's code raises; after a time-out the checker restores it itself."""
+    from lib import power
+    from lib.power import power_method
+
+    original = power.power_method.__code__
+    F, x0 = np.diag([2.0, 1.0]), np.ones(2)
+
+    def raises(F, x0, steps):
+        raise ValueError("student bug")
+
+    assert ex.check_power_method(raises, time_limit=None) is False
+    assert power.power_method.__code__ is original and power_method(F, x0, 3).shape == (4, 2)
+    rejects(capsys, lambda fn: ex.check_power_method(fn, time_limit=None), lambda F, x0, T: power_method(F, x0, T)[-1],
+            message="lib.power.power_method is off")
+    assert power.power_method.__code__ is original
+
+    seen = {}
+
+    def hangs_after_calling(F, x0, steps):
+        try:
+            power_method(F, x0, steps)
+        except runner.LibraryOff as off:
+            seen["off"] = str(off)
+        while True:
+            pass
+
+    import pytest as _pytest
+    monkey = _pytest.MonkeyPatch()
+    monkey.setattr(runner, "FORK", False)
+    try:
+        rejects(capsys, lambda fn: ex.check_power_method(fn, time_limit=0.3), hangs_after_calling,
+                message="did not return within 0.3 s")
+    finally:
+        monkey.undo()
+    assert seen["off"].startswith("lib.power.power_method is off")
+    assert power.power_method.__code__ is original and not runner._SWAPPED
+
+
+# -- wrong answers that earlier checkers accepted (issue 26), each with the case that now rejects it -------------------
+def test_energy_ratio_rejects_the_first_eigenvalue_lapack_returns(capsys):
+    out = rejects(capsys, ex.check_energy_ratio,
+                  lambda F: np.linalg.norm(F, axis=(1, 2)) / np.abs(np.linalg.eigvals(F)[:, 0]),
+                  message="np.linalg.eigvals returns the eigenvalues in no particular order")
+    assert "✗ four non-normal layers" in out
+
+
+def test_energy_ratio_toy_has_a_layer_lapack_lists_unsorted():
+    """Guards the case's construction: LAPACK's first eigenvalue of the fourth layer is not its λ₁."""
+    from lib import toys
+
+    M = toys.matrix_with_spectrum([1.5, -1.2, 0.9] + list(np.linspace(0.6, 0.1, 8))[:-1], seed=3, cond=8.0)
+    lams = np.linalg.eigvals(M)
+    assert abs(lams[0]) < np.abs(lams).max()
+
+
+@pytest.mark.parametrize("product", [lambda O, V: np.einsum("ij,jk->ik", O, V), lambda O, V: np.einsum("ij,jk", O, V),
+                                     lambda O, V: np.tensordot(O, V, 1), lambda O, V: np.tensordot(O, V, axes=([1], [0]))],
+                         ids=["einsum", "einsum implicit", "tensordot", "tensordot axes"])
+def test_head_sum_rejects_one_einsum_or_tensordot_over_all_heads(capsys, product):
+    rejects(capsys, ex.check_head_sum, lambda O, V, H: product(O, V), message="an einsum or tensordot over them")
+
+
+def test_head_sum_names_a_missing_head_not_the_head_width(capsys):
+    def drop_last(O, V, H):
+        dh = V.shape[0] // H
+        return sum(O[:, h * dh:(h + 1) * dh] @ V[h * dh:(h + 1) * dh] for h in range(H - 1))
+
+    def drop_first(O, V, H):
+        dh = V.shape[0] // H
+        return sum(O[:, h * dh:(h + 1) * dh] @ V[h * dh:(h + 1) * dh] for h in range(1, H))
+
+    def head_zero_each_time(O, V, H):
+        dh = V.shape[0] // H
+        return sum(O[:, :dh] @ V[:dh] for h in range(H))
+
+    out = rejects(capsys, ex.check_head_sum, drop_last, message="the last head is missing")
+    assert "d // n_heads" not in out
+    rejects(capsys, ex.check_head_sum, drop_first, message="the first head (h = 0) is missing")
+    rejects(capsys, ex.check_head_sum, head_zero_each_time, message="every term is head 0's")
+
+
+def test_residual_rates_rejects_the_forgotten_modulus_and_lambda_1_as_the_winner(capsys):
+    def no_modulus(eigvals):  # issue 26: passed all four earlier cases (none had 1 + λ < 0 large)
+        plain = np.sort(np.abs(eigvals))[::-1]
+        shifted = np.sort(1 + eigvals)[::-1]
+        return plain[1] / plain[0], shifted[1] / shifted[0]
+
+    def lambda_1_wins(eigvals):
+        plain = np.sort(np.abs(eigvals))[::-1]
+        shifted = np.abs(1 + eigvals)
+        return plain[1] / plain[0], shifted[1:].max() / shifted[0]
+
+    out = rejects(capsys, ex.check_residual_rates, no_modulus, [1.0, 0.5, 0.2],
+                  message="take the modulus |1 + λ| before sorting: here 1 + λ₁ = -2")
+    assert "✗ λ = (−3, 2, 0.5)" in out
+    rejects(capsys, ex.check_residual_rates, lambda_1_wins, [1.0, 0.5, 0.2],
+            message="the largest |1 + λ| need not be λ₁'s")
+
+
+def test_steps_needed_rejects_a_negative_count(capsys):
+    out = rejects(capsys, ex.check_steps_needed, lambda r, tol: math.ceil(math.log(tol) / math.log(r) - 1e-9),
+                  message="T counts layers, T ≥ 0")
+    assert "✗ ratio = 0.5, tol = 2 (reached before any layer: T = 0)" in out
+
+
+def test_gamma_rho_names_more_wrong_definitions(capsys):
+    def cos(X, v, whole=False):
+        return np.abs(X @ v) / (np.linalg.norm(X) if whole else np.linalg.norm(X, axis=1))
+
+    rejects(capsys, ex.check_gamma_rho, lambda Xi, Xo, v: (cos(Xi, v).mean(), (cos(Xo, v) > cos(Xi, v)).mean()),
+            message="not of its inputs X_in")
+    rejects(capsys, ex.check_gamma_rho,
+            lambda Xi, Xo, v: (cos(Xo, v, True).mean(), (cos(Xo, v, True) > cos(Xi, v, True)).mean()),
+            message="not by the norm of the whole matrix")
+    rejects(capsys, ex.check_gamma_rho, lambda Xi, Xo, v: (cos(Xo, v).mean(), (cos(Xo, v) < cos(Xi, v)).mean()),
+            message="not those where it decreases")
+    rejects(capsys, ex.check_gamma_rho, lambda Xi, Xo, v: ((cos(Xo, v) > cos(Xi, v)).mean(), cos(Xo, v).mean()),
+            message="in the order (gamma, rho)")
+    rejects(capsys, ex.check_gamma_rho, lambda Xi, Xo, v: (cos(Xo, v).mean(), 0.5),
+            message="γ is right, ρ is not")
+    rejects(capsys, ex.check_gamma_rho, lambda Xi, Xo, v: (0.5, (cos(Xo, v) > cos(Xi, v)).mean()),
+            message="ρ is right, γ is not")
+
+
+def test_effective_rank_names_more_wrong_forms(capsys):
+    def entropy_rank(M, weights, log=np.log):
+        p = weights(M)
+        p = p[p > 0] / p.sum()
+        return float(np.exp(-np.sum(p * log(p))))
+
+    def sv2(M):
+        return np.linalg.svd(M, compute_uv=False) ** 2
+
+    rejects(capsys, ex.check_effective_rank, lambda M: 1 / entropy_rank(M, sv2), message="mind the minus sign")
+    rejects(capsys, ex.check_effective_rank, lambda M: entropy_rank(M, lambda A: np.abs(np.linalg.eigvals(A)) ** 2),
+            message="not the moduli of the eigenvalues")
+    rejects(capsys, ex.check_effective_rank, lambda M: entropy_rank(M, sv2, np.log2), message="not exp of log2")
+
+
+def test_schur_normal_names_the_wrong_rotation_back(capsys):
+    def transposed_back(M):
+        T, Q = scipy.linalg.schur(M, output="real")
+        return Q.T @ _normal_T(T) @ Q
+
+    rejects(capsys, ex.check_schur_normal, transposed_back, message="not Qᵀ T_N Q")
+
+
+def test_principal_angles_names_cosines_returned_for_angles(capsys):
+    def cosines(A, B):
+        s = np.linalg.svd(np.linalg.qr(A)[0].T @ np.linalg.qr(B)[0], compute_uv=False)
+        return np.sort(np.clip(s, 0, 1))
+
+    rejects(capsys, ex.check_principal_angles, cosines, message="those are the cosines")
+
+
+def test_relative_update_names_more_mistakes(capsys):
+    def ratio(Js, Jc, lay, norm=np.linalg.norm, power=1, single=False):
+        R = np.eye(len(Jc)) if lay == "pre-norm" else np.zeros_like(Jc)
+        return float((norm(Jc - Js) / norm((Js if single else Jc) - R)) ** power)
+
+    rejects(capsys, ex.check_relative_update, lambda Js, Jc, lay: ratio(Js, Jc, lay, power=2), message="the square")
+    rejects(capsys, ex.check_relative_update, lambda Js, Jc, lay: ratio(Js, Jc, lay, norm=lambda A: np.linalg.norm(A, 2)),
+            message="not the spectral norm")
+    rejects(capsys, ex.check_relative_update, lambda Js, Jc, lay: ratio(Js, Jc, lay, single=True),
+            message="not the single-token one")
+
+
+def test_spectral_summary_rejects_deduplicated_moduli_and_any_complex_eigenvalue(capsys):
+    def unique_moduli(F):  # skips the partner by deduplicating moduli: also skips a real λ = −2 beside λ₁ = 2
+        lams = np.linalg.eigvals(F)
+        m = np.unique(np.round(np.abs(lams), 10))
+        return m[-1], m[-2] / m[-1], bool(abs(lams[np.argmax(np.abs(lams))].imag) > 1e-9)
+
+    def any_complex(F):
+        lams = np.linalg.eigvals(F)
+        lams = lams[np.argsort(-np.abs(lams), kind="stable")]
+        following = lams[2] if abs(lams[0].imag) > 1e-12 else lams[1]
+        return abs(lams[0]), abs(following) / abs(lams[0]), bool(np.any(np.abs(lams.imag) > 1e-12))
+
+    rejects(capsys, ex.check_spectral_summary, unique_moduli, message="is real, not λ₁'s conjugate partner")
+    rejects(capsys, ex.check_spectral_summary, any_complex, message="test λ₁ alone")

@@ -13,11 +13,19 @@ import math
 import re
 
 import numpy as np
+import pytest
 from test_exercises import BOOK, rejects, solution
 
 from lib import exercises as ex
 
 CHAPTER = "02_shared_weights.md"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _solutions_read():
+    """Read here, not in a checker's child process (where it would count against the case's time limit)."""
+    solution(CHAPTER, "my_causal_bipartite")
+    solution(CHAPTER, "my_residual_radius")
 
 
 def causal(c, signs):
@@ -41,7 +49,7 @@ def _prefix_rule(c, signs, gain, self_in=True):
 # -- exercise 2.2 ---------------------------------------------------------------------------------------------------
 def test_causal_bipartite_solution_passes(capsys):
     assert ex.check_causal_bipartite(causal) is True
-    assert "7/7 checks passed" in capsys.readouterr().out
+    assert "8/8 checks passed" in capsys.readouterr().out
 
 
 def test_causal_bipartite_rejects_the_unmasked_proposition(capsys):
@@ -116,3 +124,16 @@ def test_no_exercise_answer_is_stated_above_it():
     assert "causal" not in body.lower()
     assert not re.search(r"\|1 \+ \\lambda", body)
     assert "max(1" not in body
+
+
+def test_causal_bipartite_rejects_checking_only_each_groups_first_token(capsys):
+    def first_tokens(c, signs):  # the first token of a group has the fewest of its own: but not the fewest relative
+        for s0 in set(signs):
+            i = signs.index(s0)
+            if not math.exp(2 * c) > i:
+                return False
+        return True
+
+    out = rejects(capsys, ex.check_causal_bipartite, first_tokens,
+                  message="token 6 sees 2 of its own group (itself included) and 4 of the other")
+    assert "✗ c = 0.3: a group's first token holds, its last flips" in out

@@ -77,3 +77,33 @@ def test_null_layers_toy_separates_the_corrected_and_uncorrected_tests():
     assert rho == (1,)
     assert tuple(null.layer[null.p_rho < 0.05]) != rho and tuple(null.layer[null.q_gamma < 0.05]) != rho
     assert np.isclose(ex.ch3._toy_bases().k12, [2, 3, 4]).all()
+
+
+def test_token_shift_and_span_ratio_name_more_mistakes(capsys):
+    rejects(capsys, ex.check_token_shift, lambda ts, eb: _gamma(ts, eb.v12) - _gamma(ts.select("content"), eb.v12),
+            message="not against span{v₁, v₂}")
+    rejects(capsys, ex.check_token_shift, lambda ts, eb: _gamma(ts, eb) / _gamma(ts.select("content"), eb),
+            message="not a ratio")
+    out = rejects(capsys, ex.check_token_shift, lambda ts, eb: _gamma(ts, eb) - _gamma(ts.select("content"), eb) + [0, 0, 1],
+                  message="layer 3 differs")  # no named mistake: the layers that differ are named
+    assert "layers" not in out
+    chance = lambda ts, eb: np.array([als.baseline_subspace(ts.d, int(k)) for k in eb.k12])  # noqa: E731
+    rejects(capsys, ex.check_span_ratio, lambda ts, eb: _gamma(ts, eb.v12) * chance(ts, eb), message="do not multiply")
+    rejects(capsys, ex.check_span_ratio, lambda ts, eb: _gamma(ts, eb.v12) / _gamma(ts, eb), message="not to γₜ of v₁ alone")
+
+
+def test_null_layers_names_a_hard_coded_m_and_seed_not_the_p_values(capsys):
+    """Issue 26: m = 1000, seed = 0 hard-coded (or left to the defaults) with q_rho was told to use q_rho."""
+    from lib.alignment_stats import random_null
+
+    def hard_coded(ts, bases, m, seed):
+        null = random_null(ts, bases, m=1000, seed=0)
+        return tuple(int(t) for t in null.layer[null.q_rho < 0.05])
+
+    def defaults(ts, bases, m, seed):
+        null = als.random_null(ts, bases)
+        return tuple(int(t) for t in null.layer[null.q_rho < 0.05])
+
+    for wrong in (hard_coded, defaults):
+        out = rejects(capsys, ex.check_null_layers, wrong, message="you called random_null with m = 1000, seed = 0")
+        assert "q_rho), not the raw p-values" not in out

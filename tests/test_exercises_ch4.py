@@ -70,8 +70,39 @@ def test_truncated_funnel_rejects_each_wrong_answer(capsys):
 
     out = rejects(capsys, ex.check_truncated_funnel, only_at_the_end, message="not only the final product")
     assert "✗ singular values (1, 1, 0.01), then diag(1, 1, 1000), k = 2: got 1.05712, expected 2" in out
-    rejects(capsys, ex.check_truncated_funnel, lambda Js, k: nn.cumulative_product(Js).erank[-1],
-            message="this is the untruncated product")
+    def untruncated(Js, k, every=False):  # the student's own loop (the library's cumulative_product is off)
+        P, eranks = np.eye(Js.shape[1]), []
+        for J in Js:
+            P = J @ P
+            P /= np.linalg.norm(P)
+            eranks.append(nn.effective_rank(P))
+        return np.array(eranks) if every else eranks[-1]
+
+    rejects(capsys, ex.check_truncated_funnel, untruncated, message="this is the untruncated product")
     rejects(capsys, ex.check_truncated_funnel, wrong_order, message="multiply on the left, P ← J P")
-    rejects(capsys, ex.check_truncated_funnel, lambda Js, k: nn.cumulative_product(Js, k).erank,
+    rejects(capsys, ex.check_truncated_funnel, lambda Js, k: untruncated(Js, k, every=True),
             message="should be one real number")
+
+
+def test_complex_fractions_names_an_entry_computed_the_others_way_and_a_count(capsys):
+    good = solution(CHAPTER, "my_complex_fractions")["my_complex_fractions"]
+    rejects(capsys, ex.check_complex_fractions, lambda Jp: (good(Jp)[1], good(Jp)[1]), message="not f_C of the mean")
+    rejects(capsys, ex.check_complex_fractions, lambda Jp: (good(Jp)[0], good(Jp)[0]),
+            message="not the mean of the f_C")
+    rejects(capsys, ex.check_complex_fractions, lambda Jp: tuple(x * Jp.shape[-1] for x in good(Jp)),
+            message="not a count")
+
+
+def test_truncated_funnel_names_an_off_by_one_k_and_truncated_factors(capsys):
+    def funnel(Js, k, keep, each_J=False):
+        P = np.eye(Js.shape[1])
+        for J in Js:
+            U, s, Vh = np.linalg.svd(J if each_J else J @ P)
+            cut = (U[:, :keep] * s[:keep]) @ Vh[:keep]
+            P = cut @ P if each_J else cut
+            P /= np.linalg.norm(P)
+        return nn.effective_rank(P)
+
+    rejects(capsys, ex.check_truncated_funnel, lambda Js, k: funnel(Js, k, k + 1), message="not k + 1")
+    rejects(capsys, ex.check_truncated_funnel, lambda Js, k: funnel(Js, k, max(k - 1, 1)), message="not k − 1")
+    rejects(capsys, ex.check_truncated_funnel, lambda Js, k: funnel(Js, k, k, each_J=True), message="not each Jₗ")

@@ -14,7 +14,7 @@ from lib import steering
 from lib import steering_lab as sl
 
 
-pytestmark = pytest.mark.usefixtures("steering_one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +23,12 @@ def lab():
 
     dec = lib.load_model("book-decoder", with_lm_head=True)
     return sl.Lab(dec, language.prompts(8), prompt="the sailor watches")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _solution_read():
+    """Read here, not in a checker's child process (where it would count against the case's time limit)."""
+    solution("05_steering_lab.md", "my_sign_variant")
 
 
 def good(lab, u, alpha):

@@ -150,7 +150,7 @@ def _build(tmp_path, enum_two: str) -> tuple[subprocess.CompletedProcess, object
     ext = ROOT / "book" / "_ext"
     (tmp_path / "_config.yml").write_text(textwrap.dedent(f"""\
         title: sample
-        execute: {{execute_notebooks: force, raise_on_error: true}}
+        execute: {{execute_notebooks: force, raise_on_error: true, timeout: 900}}
         parse: {{myst_enable_extensions: [colon_fence, dollarmath]}}
         sphinx:
           local_extensions: {{eval_glue: {ext}, figures: {ext}, chapter_numbers: {ext}}}

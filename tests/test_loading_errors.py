@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import time
+import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -95,6 +98,94 @@ def test_not_a_checkpoint_path(tmp_path):
         lib.load_model("")
 
 
+@pytest.mark.parametrize("typo, alias", [("minilmm", "minilm"), ("MiniLM", "minilm"), ("mini-lm", "minilm"),
+                                         ("book_decoder", "book-decoder"), ("Book-Decoder", "book-decoder"),
+                                         ("bookdecoder", "book-decoder"), ("all-MiniLM-L6-v2", "minilm")])
+@pytest.mark.parametrize("hub", ["offline", "no network", "online"])
+def test_a_misspelt_alias_names_the_alias_without_asking_the_hub(monkeypatch, typo, alias, hub):
+    """Once sent to the hub and answered 'Cannot reach the model hub ... (no network?)'."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1" if hub == "offline" else "0")
+    monkeypatch.setattr(loading, "_network_reachable", lambda: hub == "online")
+    monkeypatch.setattr(loading, "_download", lambda *a: pytest.fail("a misspelt alias went to the hub"))
+    with pytest.raises(lib.ModelNotAvailableError) as err:
+        lib.load_model(typo)
+    msg = str(err.value)
+    assert f"did you mean '{alias}'?" in msg and "not an offline alias" in msg and "network" not in msg
+    assert loading.close_alias(typo) == alias
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert-base-uncased", "openai-community/gpt2", "someone/minilm",
+                                  "EleutherAI/gpt-neo-125m", "decoder", "mini"])
+def test_hub_ids_are_not_taken_for_misspelt_aliases(monkeypatch, name):
+    """Names that are hub ids (legacy ones without an owner included) still go to the hub."""
+    sent = []
+    monkeypatch.setattr(loading, "_download", lambda repo_id, allow_pickle: sent.append(repo_id) or Path("/nowhere"))
+    assert loading.resolve_source(name) == (Path("/nowhere"), name) and sent == [name]
+
+
+def test_a_real_folder_wins_over_an_alias_lookalike(tmp_path, tiny_dir, monkeypatch):
+    shutil.copytree(tiny_dir("bert"), tmp_path / "MiniLM")
+    monkeypatch.chdir(tmp_path)
+    assert lib.load_model("MiniLM").n_layers == 2
+    (tmp_path / "minilmm").write_text("not a checkpoint")
+    with pytest.raises(lib.ModelNotAvailableError, match="'minilmm' is a file, not a checkpoint directory"):
+        lib.load_model("minilmm")
+
+
+@pytest.mark.parametrize("name", ["./my_models/minilm", "~/no-such-folder-xyz/model", "my_models/minilm/v2",
+                                  "my models/minilm", "x..y"])
+def test_a_missing_path_is_neither_a_folder_nor_a_hub_id(monkeypatch, tmp_path, name):
+    """Not a hub id by the hub's own rules: said at once, with where it was looked for as a folder."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(loading, "_download", lambda *a: pytest.fail("a path went to the hub"))
+    with pytest.raises(lib.ModelNotAvailableError) as err:
+        lib.load_model(name)
+    msg = str(err.value)
+    assert "not a checkpoint directory" in msg and "not a hub id" in msg and "'owner/name'" in msg
+    assert f"nothing at {Path(name).expanduser().absolute()}" in msg
+
+
+@pytest.mark.parametrize("hub, says", [("offline", "HF_HUB_OFFLINE=1"), ("no network", "no network")])
+def test_a_missing_relative_folder_shaped_like_a_hub_id_says_both(monkeypatch, tmp_path, hub, says):
+    """'my_models/minilm' could be a hub id (owner/name), so it goes to the hub; when the hub cannot answer,
+    the message says that there is no such folder either, what hub ids look like, and the alias it resembles."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1" if hub == "offline" else "0")
+    monkeypatch.setattr(loading, "_network_reachable", lambda: False)
+    with pytest.raises(lib.ModelNotAvailableError) as err:
+        lib.load_model("my_models/minilm")
+    msg = str(err.value)
+    assert f"not a folder (nothing at {tmp_path / 'my_models' / 'minilm'})" in msg.replace("neither a folder",
+                                                                                          "not a folder")
+    assert says in msg and "Did you mean the offline alias 'minilm'?" in msg
+    assert hub == "offline" or "'owner/name'" in msg
+
+
+def test_no_gpu_is_the_librarys_error_before_anything_loads(monkeypatch):
+    """device='cuda' without CUDA once raised torch's raw AssertionError after loading the weights."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(loading, "resolve_source", lambda *a, **k: pytest.fail("loaded before checking the device"))
+    for device in ("cuda", "cuda:0", torch.device("cuda")):
+        with pytest.raises(lib.InputError, match="needs a CUDA GPU") as err:
+            lib.load_model("book-decoder", device=device)
+        assert "device='cpu'" in str(err.value)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(lib.InputError, match=r"1 CUDA GPU\(s\), cuda:0..cuda:0"):
+        lib.load_model("book-decoder", device="cuda:1")
+    for bad in ("gpu", 3.5, None):
+        with pytest.raises(lib.InputError, match="device must be"):
+            lib.load_model("book-decoder", device=bad)
+
+
+def test_a_device_torch_cannot_use_here_is_the_librarys_error(monkeypatch):
+    """A device that passes the name check but that this torch build lacks (XPU here) is refused too."""
+    if hasattr(torch, "xpu") and torch.xpu.is_available():
+        pytest.skip("this machine has an XPU")
+    with pytest.raises(lib.InputError, match="Could not move book-decoder to device 'xpu'"):
+        lib.load_model("book-decoder", device="xpu")
+
+
 def test_pickle_refused_unless_opted_in(tmp_path, tiny_dir):
     src = tiny_dir("gpt2")
     dst = tmp_path / "pickled"
@@ -134,6 +225,30 @@ def test_long_text_is_truncated_with_warning(minilm):
     with pytest.warns(UserWarning, match="truncated to the first 512"):
         (hs,) = minilm.hidden_states([text])
     assert hs.shape[1] == 512
+
+
+@pytest.mark.parametrize("alias, n_words", [("minilm", 600), ("book-decoder", 200)])
+def test_an_over_long_text_gets_one_warning_not_a_contradictory_second(alias, n_words):
+    """transformers also logged 'Token indices sequence length is longer ... will result in indexing errors',
+    which is not true once the book truncates the text (once per tokenizer, so the flag is reset here)."""
+    model = lib.load_model(alias)
+    assert n_words > model.max_length
+    # transformers compares with the tokenizer's limit (unset, 1e30, for the decoder): make it the model's
+    model.tokenizer.model_max_length = min(model.tokenizer.model_max_length, model.max_length)
+    model.tokenizer.deprecation_warnings.pop("sequence-length-is-longer-than-the-specified-maximum", None)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("transformers").addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.encode("the sailor watches " * (n_words // 3))
+    finally:
+        logging.getLogger("transformers").removeHandler(handler)
+    assert [str(w.message) for w in caught if "longer than" in str(w.message)] == [str(caught[0].message)]
+    assert "truncated to the first" in str(caught[0].message)
+    assert not [r.getMessage() for r in records if "longer than" in r.getMessage()]
 
 
 def test_empty_and_wrong_texts(minilm):

@@ -13,7 +13,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from lib import spectra
 from lib.layer_spectra import LayerSpectra
-from lib.parallel import available_cores, map_matrices
+from lib.parallel import available_cores, map_matrices, one_thread
 
 
 def _stack(n: int = 5, d: int = 48, seed: int = 0) -> np.ndarray:
@@ -103,10 +103,28 @@ def test_closed_form_jacobians_of_two_models_side_by_side_equal_the_serial_ones(
 
     models = [lib.load_model(str(tiny_dir("llama")), dtype=torch.float64) for _ in range(2)]
     X = [block_inputs(m, P=3, seed=s) for s, m in enumerate(models)]
-    serial = [jc.block_jacobians(m, 1, x, "mlp") for m, x in zip(models, X)]
+    with one_thread():  # the setting the map's workers compute under
+        serial = [jc.block_jacobians(m, 1, x, "mlp") for m, x in zip(models, X)]
     barrier = threading.Barrier(2, timeout=20)
     for m, delay in zip(models, (0.0, 0.5)):
         m.blocks[1].mlp.act_fn = _MeetThenSilu(barrier, delay)
     side_by_side = map_matrices(lambda i: jc.block_jacobians(models[i], 1, X[i], "mlp"), [0, 1], workers=2)
     for got, ref in zip(side_by_side, serial):
         torch.testing.assert_close(got, ref, rtol=0, atol=0)
+
+
+def test_one_thread_is_the_setting_the_map_computes_under_and_is_restored():
+    """A serial reference inside ``one_thread`` runs with the thread counts of the map's workers (the
+    bitwise promise rests on it); the counts come back after the block, even when it raises."""
+    def counts(_=None):
+        return torch.get_num_threads(), max(i["num_threads"] for i in threadpool_info())
+
+    outside = counts()
+    with one_thread():
+        inside = counts()
+    assert inside == (1, 1)
+    assert set(map_matrices(counts, range(4), workers=2)) == {inside}
+    assert map_matrices(counts, range(2), workers=1) == [inside, inside]
+    with pytest.raises(RuntimeError), one_thread():
+        raise RuntimeError("restored all the same")
+    assert counts() == outside

@@ -203,3 +203,103 @@ def test_paper_models_table_and_offline_message():
     msg = rm.offline_message()
     assert msg.startswith("Offline build") and all(m.hub_id in msg for m in rm.PAPER_MODELS)
     assert rm.best_device() in ("cpu", "cuda")
+
+
+# -- issue #25 §6: the own-direction verdicts of LA7/LA8 and the equivalence verdict of LA9 ------------------------
+def _tests(who, beat, own_p, foreign_p=None):
+    """A hand-made DirectionTests: the same layers and p-values for every statistic."""
+    own = als.OwnDirectionTest(0.1, own_p, 3, 720, True)
+    fore = None if foreign_p is None else als.ForeignDirectionTest(np.ones(6), np.zeros(6), np.zeros(6),
+                                                                   np.ones(6), foreign_p, 18, 20_000)
+    keys = rm.DIRECTION_STATISTICS
+    return rm.DirectionTests(who, who, {k: beat for k in keys}, {k: own for k in keys}, {k: fore for k in keys})
+
+
+@pytest.mark.parametrize("trained, twins, verdict", [
+    (_tests("trained", (1, 2, 3, 4, 5, 6), 0.001, 0.001), [_tests("t0", (), 0.5)], "reproduced"),
+    (_tests("trained", (1, 2), 0.001, 0.001), [_tests("t0", (1,), 0.001)], "partly reproduced"),
+    # five layers beat the random-subspace null, but other layers' v₁ score as high: the counts alone (the rule
+    # before #25) said "partly reproduced"
+    (_tests("trained", (1, 2, 4, 5, 6), 0.30, 0.001), [_tests("t0", (), 0.5)], "not reproduced"),
+    (_tests("trained", (1, 2, 4, 5, 6), 0.001, 0.20), [_tests("t0", (), 0.5)], "not reproduced"),  # twins' v₁
+    (_tests("trained", (1, 2), 0.001, 0.001), [_tests("t0", (1, 2, 3), 0.01)], "not specific to training"),
+    # a twin's layers beat the random null as often, but its own directions do not beat its other layers'
+    (_tests("trained", (1, 2), 0.001, 0.001), [_tests("t0", (1, 2, 3), 0.4)], "partly reproduced"),
+])
+def test_direction_verdict(trained, twins, verdict):
+    assert rm.direction_verdict([trained, *twins], ("gamma", "tilt"), 6) == verdict
+
+
+def test_direction_verdict_intersects_the_statistics():
+    t = _tests("trained", (1, 2, 3), 0.001, 0.001)
+    t.beat["tilt"] = (3, 4)  # γ beats its null in 1-3, Δγ in 3-4: layer 3 alone tilts and lies above chance
+    assert t.held(("gamma", "tilt")) == (3,) and t.held(("rho",)) == (1, 2, 3)
+
+
+@pytest.mark.parametrize("verdicts, combined", [
+    (["reproduced", "reproduced"], "reproduced"),
+    (["reproduced", "not reproduced"], "partly reproduced"),
+    (["not specific to training", "not reproduced"], "not specific to training"),
+    (["not reproduced", "not reproduced"], "not reproduced"),
+])
+def test_combine_verdicts(verdicts, combined):
+    assert rm.combine_verdicts(verdicts) == combined
+
+
+def test_build_up_verdict_reads_no_evidence_as_inconclusive():
+    """LA9 before #25: p = 0.142 against the random-subspace null gave "reproduced". Without an equivalence test
+    that shows the build-up within its margin it is "inconclusive (underpowered)"."""
+    row = pd.Series({"p_build_up": 0.142, "p_equivalent": 0.30})
+    assert rm.build_up_status(row) == "inconclusive"
+    assert rm.build_up_verdict([rm.build_up_status(row)] * 2) == "inconclusive (underpowered)"
+    eq = pd.Series({"p_build_up": 0.142, "p_equivalent": 0.001})
+    up = pd.Series({"p_build_up": 0.001, "p_equivalent": 0.9})
+    assert [rm.build_up_status(r) for r in (eq, up)] == ["none", "builds up"]
+    assert rm.build_up_verdict(["none", "none"]) == "reproduced"
+    assert rm.build_up_verdict(["none", "inconclusive"]) == "partly reproduced"
+    assert rm.build_up_verdict(["builds up", "none"]) == "partly reproduced"
+    assert rm.build_up_verdict(["builds up"] * 2) == "not reproduced"
+
+
+def test_direction_tests_on_a_tiny_checkpoint(tiny_pair):
+    trained, twin = tiny_pair
+    tr, tw = rm.analyse(trained, TEXTS, n_null=20), rm.analyse(twin, TEXTS, n_null=20)
+    tests = rm.direction_tests(tr, [tw])
+    assert [t.who for t in tests] == ["trained", "random init s3"]
+    assert tests[1].foreign["gamma"] is None and tests[0].foreign["gamma"].directions == twin.n_layers
+    sim = rm.select_source(tr.results, "simplified")
+    np.testing.assert_allclose(tests[0].foreign["gamma"].observed, sim.gamma_ratio, rtol=1e-12)
+    np.testing.assert_allclose(tests[0].foreign["tilt"].observed, sim.tilt / sim.chance, rtol=1e-10)
+    table = rm.direction_table(tests)
+    assert len(table) == 2 * len(rm.DIRECTION_STATISTICS) and table["p, own vs twins' v₁"].iloc[-1] == "—"
+
+
+def test_direction_glue_reads_the_trained_model_and_counts_the_twins():
+    tr = _tests("trained", (1, 2, 4), 0.0004, 0.002)
+    tr.beat["tilt"] = (2, 4, 5)
+    g = rm.direction_glue([tr, _tests("t0", (1,), 0.01), _tests("t1", (1, 2), 0.3)], 6)
+    assert (g["own_p_gamma"], g["twin_p_rho"], g["wins_tilt"], g["excess_gamma"]) == ("p < 0.001", "p = 0.002", 3,
+                                                                                      "+0.10")
+    assert (g["la7_layers"], g["la7_n"], g["la7_twins"]) == ("layers 2 and 4", 2, "1, 0")  # t1 fails its own test
+    assert (g["la8_n"], g["la8_twins"], g["la8_verdict"]) == (3, "1, 0", "partly reproduced")
+
+
+def test_build_up_summary_groups_the_sources_by_status():
+    got = rm.build_up_summary({"A": "none", "B": "none", "C": "none", "D": "builds up"})
+    assert got == "within its margin of the null (no build-up) in A, B and C; beyond its null in D"
+    assert rm.build_up_summary({"A": "inconclusive"}).startswith("neither beyond its null nor shown")
+
+
+def test_batched_prompt_states_agree_with_one_pass_per_text(tiny_pair):
+    """Texts of equal token length share one forward pass (chapter 3's runtime); every state agrees with its own
+    one-text pass to float32 rounding, in the texts' order, special masks included."""
+    trained, _ = tiny_pair
+    texts = [*TEXTS, "hello there.", "abd"]  # two pairs of equal length
+    H, S = rm.prompt_states(trained, texts)
+    Hb, Sb = rm.prompt_states(trained, texts, batched=True)
+    assert len(Hb) == len(texts) and [h.shape for h in Hb] == [h.shape for h in H]
+    for a, b in zip(H, Hb):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-5)
+    assert all(bool((a == b).all()) for a, b in zip(S, Sb))
+    with pytest.raises(lib.InputError, match="2-D"):
+        trained.hidden_states_batch(trained.encode("abc")["input_ids"])

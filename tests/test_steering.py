@@ -15,7 +15,7 @@ from tiny_models import SEQ, VOCAB
 FAMILIES = ("bert", "albert", "gpt2", "gpt_neo", "llama", "olmo2", "gemma2")
 
 
-pytestmark = pytest.mark.usefixtures("steering_one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _random_model(tiny_dir, family, seed=0):
@@ -100,6 +100,61 @@ def test_restored_after_exception(tiny_dir):
             raise RuntimeError("boom")
     after = _state(model)
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+@pytest.mark.parametrize("order", ["last in, first out", "first in, first out"])
+@pytest.mark.parametrize("matrix", steering.MATRICES)
+def test_overlapping_edits_of_one_matrix_undo_in_either_order(tiny_dir, order, matrix):
+    """Two edits of the same weight, entered one inside the other and ended in either order: after the first
+    ends the other alone is in force (F_L = F_L0 + its α y zᵀ), after both the weights are bit for bit the
+    original. Ending the outer edit first once left the inner edit's weight in place for good."""
+    model = lib.load_model(str(tiny_dir("gpt2")))  # Conv1D: the edit is transposed, V sits in the fused c_attn
+    before, F0 = _state(model), model.layer_matrices()[-1].numpy()
+    hs0 = model.hidden_states_ids(_ids())
+    first = steering.steer(model, steering.random_direction(model.d_model, seed=1), 20, matrix=matrix)
+    second = steering.steer(model, steering.random_direction(model.d_model, seed=2), 30, matrix=matrix)
+    a = first.__enter__()
+    F_a = model.layer_matrices()[-1]
+    b = second.__enter__()
+    both = F0 + a.delta_F + b.delta_F
+    assert np.abs(model.layer_matrices()[-1].numpy() - both).max() < 1e-5 * np.abs(both).max()
+    ended, left = (second, a) if order == "last in, first out" else (first, b)
+    ended.__exit__(None, None, None)
+    alone = F0 + left.delta_F
+    assert np.abs(model.layer_matrices()[-1].numpy() - alone).max() < 1e-5 * np.abs(alone).max()
+    if order == "last in, first out":  # exactly the state the inner edit found
+        assert torch.equal(model.layer_matrices()[-1], F_a)
+    (first if ended is second else second).__exit__(None, None, None)
+    after = _state(model)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert torch.equal(model.hidden_states_ids(_ids()), hs0)
+    with steering.steer(model, steering.random_direction(model.d_model, seed=3), 10, matrix=matrix):
+        pass  # nothing of the two edits is left behind to be restored by a later one
+    assert all(torch.equal(before[k], v) for k, v in _state(model).items())
+
+
+@pytest.mark.parametrize("matrix", steering.MATRICES)
+def test_an_edit_that_would_make_the_weights_infinite_is_refused_untouched(tiny_dir, matrix):
+    """relative=False with a huge α overflowed float32 in silence (every weight of O_L became ±inf)."""
+    model = lib.load_model(str(tiny_dir("llama")))
+    before, F0 = _state(model), model.layer_matrices()[-1]
+    u = steering.random_direction(model.d_model, seed=4)
+    for alpha in (1e42, 1e300):  # over float32 only; over float64 too
+        with pytest.raises(InputError, match="non-finite in torch.float32") as err:
+            with steering.steer(model, u, alpha, relative=False, matrix=matrix):
+                pytest.fail("the edit went ahead")
+        assert "The weights were not changed" in str(err.value) and "relative=True" in str(err.value)
+        assert all(torch.equal(before[k], v) for k, v in _state(model).items())
+    with steering.steer(model, u, 1e3, relative=False, matrix=matrix):  # large but finite still edits
+        assert torch.isfinite(model.layer_matrices()[-1]).all()
+        assert not torch.equal(model.layer_matrices()[-1], F0)
+    with steering.steer(model, u, 10, matrix=matrix):  # refused inside a finite edit: that edit stays exact
+        inside = _state(model)
+        with pytest.raises(InputError, match="non-finite"):
+            with steering.steer(model, u, 1e300, relative=False, matrix=matrix):
+                pass
+        assert all(torch.equal(inside[k], v) for k, v in _state(model).items())
+    assert all(torch.equal(before[k], v) for k, v in _state(model).items())
 
 
 def _gemma2_gqa_model(tmp_path):
@@ -224,6 +279,19 @@ def test_bad_directions(tiny_dir):
         steering.prepare_edit(model, np.ones(31), 10)
     with pytest.raises(InputError, match="NaN"):
         steering.as_direction([1.0, float("nan")])
+    with pytest.raises(InputError, match="real"):
+        steering.as_direction(np.ones(32) * 1j)
+
+
+@pytest.mark.parametrize("direction", [{"sea": 1.0, "boat": -1.0}, ["sea", "boat"], [[1.0, 2.0], [3.0]], object()])
+def test_a_direction_that_is_not_a_vector_gets_the_librarys_error(tiny_dir, direction):
+    """A dict (of words, say) once raised float()'s raw TypeError from deep inside NumPy."""
+    model = lib.load_model(str(tiny_dir("bert")))
+    for call in (lambda: steering.prepare_edit(model, direction, 10),
+                 lambda: steering.activation_addition(model, direction, 1.0).__enter__()):
+        with pytest.raises(lib.InputTypeError, match="a direction must be a vector of d numbers") as err:
+            call()
+        assert "word" in str(err.value) and "concept_direction" in str(err.value)
 
 
 def test_unknown_word_names_close_matches(minilm):

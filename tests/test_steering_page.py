@@ -23,7 +23,7 @@ from lib import steering_lab as sl
 from lib.page import steering_plots as sp
 
 
-pytestmark = pytest.mark.usefixtures("steering_one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +144,7 @@ def test_real_model_sweep_on_the_book_decoder(dec):
 def test_use_one_thread_sets_one_thread():
     before = torch.get_num_threads()
     try:
-        sl.use_one_thread()
+        parallel.use_one_thread()
         assert torch.get_num_threads() == 1
         from threadpoolctl import threadpool_info
 

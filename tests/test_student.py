@@ -24,9 +24,11 @@ import jupytext
 import nbformat
 import pytest
 from conftest import MYST_HEADER
+from solution_leaks import leaks
 
-from tools.student import (BEGIN_SOLUTION, END_SOLUTION, EditionError, editions, main, read_chapter,
-                           write_editions)
+from tools.course import RELEASE_KEY, ReleaseText
+from tools.student import (BEGIN_SOLUTION, END_SOLUTION, SOLUTION_NUMBERS, EditionError, editions, main,
+                           read_chapter, write_editions)
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(ROOT.glob("book/[0-9][0-9]_*.md"))
@@ -325,6 +327,109 @@ def test_synthetic_instructor_answers_pass_and_nbgrader_strips_them(tmp_path, fo
     assert "my_c = 2.5" not in text and "math.exp" not in text and "TEXT_ONLY_ANSWER" not in text
     answer = next(c.source for c in stripped.cells if _grade_id(c) == "ex9_1_code")
     assert answer == "def my_steps_needed(ratio, tol):\n    # YOUR CODE HERE\n    raise NotImplementedError()"
+    # nbgrader leaves `my_c = None` as a bare top-level raise; the course's ReleaseText gives back the template
+    answer = next(c.source for c in stripped.cells if _grade_id(c) == "ex9_2_code")
+    assert answer.endswith("\n\n\n# YOUR CODE HERE\nraise NotImplementedError()") and "my_c" not in answer
+    released, _ = ReleaseText().preprocess(stripped, {})
+    answers = {_grade_id(c): c.source for c in released.cells if _grade_id(c)}
+    assert answers["ex9_1_code"] == TEMPLATE_1.split("\n\n\n", 1)[1].rsplit("\n\n\n", 1)[0]
+    assert answers["ex9_2_code"] == TEMPLATE_2.rsplit("\n", 1)[0]  # `my_c = None` included
+    assert released.cells[0].source.startswith("**Student edition**") and "as an assignment" in released.cells[0].source
+    assert "Instructor" not in _text(released) and not any(RELEASE_KEY in c.metadata for c in released.cells)
+
+
+def test_hidden_glue_of_a_solution_is_dropped_with_it(tmp_path):
+    """A ``remove-cell`` glue cell inside a solution region: not in the student edition, not in the written
+    answer (the site does not show it), but counted as the solution's code."""
+    glue_cell = ("```{code-cell} ipython3\n---\njupyter:\n  source_hidden: true\ntags: [remove-cell]\n---\n"
+                 "# Solution: the number its text quotes\nGLUE_ONLY = sorted(x)[::-1]\n```\n\n")
+    text = EXERCISE_DIRECTIVES.replace("```{solution-end}\n```", glue_cell + "```{solution-end}\n```", 1)
+    ch = read_chapter(_chapter(tmp_path, text))
+    student, inst = editions(ch)
+    assert "GLUE_ONLY" not in _text(student)
+    assert any("GLUE_ONLY" in code for code in ch.solutions[1].code)
+    assert "GLUE_ONLY" not in next(c.source for c in inst.cells if _grade_id(c) == "ex9_1_answer")
+
+
+# the three kinds of leak the chapters had (issue 26): glue cells outside the solutions
+LEAKY = HEADER + """
+:::{exercise}
+:label: ex-null
+Write `my_null_layers(ts, bases)` and give `my_spectrum`.
+:::
+
+```{code-cell} ipython3
+def my_null_layers(ts, bases):
+    raise NotImplementedError
+
+
+my_spectrum = []
+```
+
+```{code-cell} ipython3
+---
+tags: [remove-cell]
+---
+LEAK
+```
+
+```{solution-start} ex-null
+:class: dropdown
+```
+
+With $v_2$, {eval}`ex_layers` beat the null, and the medians are {eval}`med_128` and {eval}`med_384`.
+
+```{code-cell} ipython3
+# Solution to Exercise 9.1
+def my_null_layers(ts, bases):
+    null = als.random_null(ts, bases, m=1000, seed=0)
+    return tuple(int(t) for t in null.layer[null.q_rho < 0.05])
+
+
+my_spectrum = [1.0, 0.5, 0.2]
+```
+
+```{solution-end}
+```
+
+The text outside quotes {eval}`n_layers`.
+"""
+
+
+@pytest.mark.parametrize("leak, found", [
+    ('v2 = als.random_null(content, eb.v2, m=1000, seed=0)\nv2_layers = tuple(int(t) for t in '
+     'v2.layer[v2.q_rho < 0.05])', "solution code '_((_(_) for _ in _.layer[_.q_rho < 0.05]))'"),
+    ("F_res = toys.matrix_with_spectrum([1.0, 0.5, 0.2], seed=4)", "the value of `my_spectrum = [1.0, 0.5, 0.2]`"),
+    ('glue("ex_layers", layers)', "computes 'ex_layers', which only a solution quotes"),
+    ('for name, value in {"ex_layers": 3}.items():\n    glue(name, value)', "computes 'ex_layers'"),
+    ('for d in (128, 384):\n    glue(f"med_{d}", d)', "computes 'med_128'"),
+])
+def test_the_leak_finder_sees_each_kind_of_leak(tmp_path, leak, found):
+    path = _chapter(tmp_path, LEAKY.replace("LEAK", leak))
+    student, _ = editions(read_chapter(path))
+    assert any(found in line for line in leaks(path, student)), leaks(path, student)
+    # the chapters' cure: the cell tagged solution-numbers, which neither edition has
+    tagged = _chapter(tmp_path, LEAKY.replace("[remove-cell]", f"[remove-cell, {SOLUTION_NUMBERS}]").replace("LEAK", leak))
+    student, inst = editions(read_chapter(tagged))
+    assert leaks(tagged, student) == [] and leak not in _text(student) and leak not in _text(inst)
+    # the chapter's own numbers (quoted outside the solutions too) and the template are no leak
+    clean = _chapter(tmp_path, LEAKY.replace("LEAK", 'glue("n_layers", 6)\nx = sorted(my_spectrum)'))
+    assert leaks(clean, editions(read_chapter(clean))[0]) == []
+
+
+def test_solution_numbers_cells_are_in_neither_edition_and_nothing_kept_needs_them(tmp_path):
+    cell = (f"```{{code-cell}} ipython3\n---\ntags: [remove-cell, {SOLUTION_NUMBERS}]\n---\n"
+            'ANSWER_ONLY = 42\nglue("answer_only", ANSWER_ONLY)\n```\n\n')
+    text = ADMONITIONS.replace("## Exercises\n", "## Exercises\n\n" + cell)
+    student, inst = editions(read_chapter(_chapter(tmp_path, text)))
+    assert "ANSWER_ONLY" not in _text(student) and "ANSWER_ONLY" not in _text(inst)
+    used = text.replace('print("the end")', "print(ANSWER_ONLY)")
+    with pytest.raises(EditionError, match=r"the cell `print\(ANSWER_ONLY\)` uses \['ANSWER_ONLY'\], which only "
+                                           r"the solution-numbers cell `ANSWER_ONLY = 42` defines"):
+        editions(read_chapter(_chapter(tmp_path, used)))
+    glued = text.replace('print("the end")', "print(answer_only)")  # a glued name is defined by the glue
+    with pytest.raises(EditionError, match=r"uses \['answer_only'\]"):
+        editions(read_chapter(_chapter(tmp_path, glued)))
 
 
 def test_chapter_without_exercises(tmp_path):
@@ -401,6 +506,31 @@ def test_real_student_editions_have_no_solution_code(real):
         leaked = sorted(line for line in lines if line in {t.strip() for t in text.split("\n")})
         assert not leaked, f"{stem}: {leaked}"
         assert not _SOLUTION_OPENING.search(text), stem
+
+
+def test_real_student_editions_leak_no_answer(real):
+    """No solution's code (up to variable names) and no number only a solution quotes, in any chapter's
+    student edition (the nbgrader releases: tests/test_nbgrader.py); the chapters that glue such numbers
+    (1, 3 and 4 among them: issue 26) do it in solution-numbers cells."""
+    tagged = []
+    for path in CHAPTERS:
+        assert leaks(path, real[path.stem][1]) == [], path.name
+        cells = jupytext.read(path, fmt="md:myst").cells
+        tagged += [path.name for c in cells if SOLUTION_NUMBERS in c.metadata.get("tags", [])]
+        assert not any(SOLUTION_NUMBERS in c.metadata.get("tags", []) for nb in real[path.stem][1:] for c in nb.cells)
+    assert {"01_power_method.md", "03_real_models.md", "04_jacobian_funnel.md"} <= set(tagged)
+
+
+def test_real_instructor_editions_carry_the_students_release_text(real):
+    for path in CHAPTERS:
+        ch, student, inst = real[path.stem]
+        assert inst.cells[0].metadata[RELEASE_KEY]["release"].startswith("**Student edition**")
+        student_code = "\n\n".join(c.source for c in student.cells if c.cell_type == "code")
+        answers = [c for c in inst.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
+        assert answers, path.name
+        for cell in answers:
+            release = cell.metadata[RELEASE_KEY]["release"]
+            assert release in student_code and BEGIN_SOLUTION not in release, path.name
 
 
 def test_real_templates_and_checkers_in_both_editions(real):

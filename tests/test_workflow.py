@@ -9,6 +9,7 @@ repository's public URL) and are absent when it is unset.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -53,10 +54,33 @@ def test_runs_on_push_to_main_and_deploys_the_site_to_pages(workflow):
     deploy = next(j for j in workflow["jobs"].values()
                   if any(s.get("uses", "").startswith("actions/deploy-pages") for s in j["steps"]))
     assert deploy["needs"] == "build" and deploy["environment"]["name"] == "github-pages"
-    assert workflow["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
-    # only the build job may push, and only for the Colab notebooks' branch
-    assert workflow["jobs"]["build"]["permissions"]["contents"] == "write"
-    assert "permissions" not in workflow["jobs"]["deploy"]
+    # nothing by default; only the build job may push (the Colab notebooks' branch), only deploy may publish
+    assert workflow["permissions"] == {}
+    assert workflow["jobs"]["build"]["permissions"] == {"contents": "write"}
+    assert workflow["jobs"]["deploy"]["permissions"] == {"pages": "write", "id-token": "write"}
+
+
+def test_every_action_is_pinned_to_a_commit_and_no_token_is_persisted(workflow):
+    """A tag can be moved to other code; a commit cannot. The version it is stands beside it, for updates."""
+    text = WORKFLOW.read_text(encoding="utf-8")
+    uses = [s["uses"] for s in _steps(workflow) if "uses" in s]
+    assert uses, "the workflow uses actions"
+    for ref in uses:
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", ref), f"{ref} is not pinned to a commit"
+        assert re.search(rf"uses: {re.escape(ref)}  # v\d+\.\d+\.\d+$", text, flags=re.M), f"{ref}: no version"
+    checkout = next(s for s in _steps(workflow) if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["persist-credentials"] is False
+
+
+def test_the_security_linter_finds_nothing():
+    """zizmor (pinned in requirements.txt), offline: unpinned actions, broad permissions, persisted credentials,
+    template injection, ... The publishing workflow is the one part of the project that runs with credentials."""
+    zizmor = Path(sys.executable).with_name("zizmor")
+    assert zizmor.is_file(), "zizmor is in requirements.txt: pip install -r requirements.txt"
+    proc = subprocess.run([str(zizmor), "--offline", "--format", "json", "--no-progress", str(WORKFLOW)],
+                          capture_output=True, text=True, timeout=120)
+    findings = json.loads(proc.stdout or "[]")
+    assert proc.returncode == 0 and findings == [], [f["ident"] for f in findings] or proc.stderr[-2000:]
 
 
 def test_pushes_the_colab_notebooks_to_the_branch_the_buttons_open(workflow):
@@ -173,7 +197,7 @@ def test_a_sample_book_shows_the_buttons_only_when_the_url_is_set(tmp_path):
     (book / "01_chapter.md").write_text(_PAGE.replace("# One page", "# A chapter"))
     (book / "_toc.yml").write_text("format: jb-book\nroot: page\nchapters:\n- file: 01_chapter\n")
     theme = _project_config()["sphinx"]["config"]["html_theme_options"]
-    config = {"title": "Sample", "execute": {"execute_notebooks": "force"},
+    config = {"title": "Sample", "execute": {"execute_notebooks": "force", "timeout": 900},
               "sphinx": {"config": {"html_theme_options": theme}}}
     (book / "_config.yml").write_text(yaml.safe_dump(config))
     launch = book_config.write_config(book / "_config.yml", tmp_path / "launch" / "_config.yml",

@@ -10,12 +10,18 @@ writes, for each chapter, two nbformat-4 notebooks without outputs:
 - ``DIR/student/NN_name.ipynb``: the chapter with every solution block removed (its text *and* its code);
   exercise texts, template cells and checker calls stay, every other cell is kept as it is, and a first
   markdown cell says what the edition is and how the checkers grade.
+- Neither edition has the cells tagged ``solution-numbers``: hidden glue cells that compute what only the
+  solutions quote (the answers' numbers), which the site and the lab still run.
 - ``DIR/instructor/NN_name.ipynb``: the chapter with its solutions, in nbgrader's format (cell metadata
   ``nbgrader`` of schema version 3). A template cell becomes an *autograded answer* cell (``solution``)
   whose stubs hold the solution's code between ``### BEGIN SOLUTION`` / ``### END SOLUTION``, so
   ``nbgrader generate_assignment`` gives back the template; each checker call becomes a locked
   *autograded test* cell ``assert check_...(...)`` worth 1 point; each written solution is a *manually
   graded answer* markdown cell (1 point; 0 where the exercise is already graded by a test cell).
+  The first cell and each answer cell also carry their *release text* (metadata :data:`RELEASE_KEY`): the
+  student's header, and the template exactly as the student edition has it (``my_spectrum = []`` included,
+  where a solution region would leave a bare ``raise``); the course folder's nbgrader configuration
+  (``tools.course``, ``make course``) puts it in place when it generates the students' release.
 
 A solution block is either the book's ``{admonition} Solution ...`` (any fence, any title that starts
 with "Solution"), a sphinx-exercise ``{solution}`` directive, or everything between a ``{solution-start}``
@@ -38,7 +44,9 @@ import jupytext
 import nbformat
 from nbformat import NotebookNode
 
-__all__ = ["BEGIN_SOLUTION", "END_SOLUTION", "EditionError", "Chapter", "Piece", "Solution", "editions",
+from tools.course import RELEASE_KEY
+
+__all__ = ["BEGIN_SOLUTION", "END_SOLUTION", "RELEASE_KEY", "SOLUTION_NUMBERS", "EditionError", "Chapter", "Piece", "Solution", "editions",
            "fresh_notebook", "read_chapter", "split_solutions", "write_editions", "write_notebook"]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +54,8 @@ CHAPTERS = "book/[0-9][0-9]_*.md"
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
 NBGRADER_SCHEMA = 3
+#: The tag of a chapter's cells that compute only what its solutions quote (hidden glue): neither edition has them
+SOLUTION_NUMBERS = "solution-numbers"
 _PY_INFO = re.compile(r"^(python3?|py|ipython3?)$")
 _FENCE = re.compile(r"^\s*(?P<fence>`{3,}|:{3,})\s*(?P<info>.*?)\s*$")
 _DIRECTIVE = re.compile(r"^\{(?P<name>[\w:-]+)\}\s*(?P<arg>.*)$")
@@ -237,7 +247,8 @@ def read_chapter(path: str | Path) -> Chapter:
         sol = solutions.setdefault(p.solution, Solution(p.solution))
         if p.cell.cell_type == "code":
             sol.code.append(p.cell.source)
-            sol.markdown.append(f"```python\n{p.cell.source}\n```")
+            if "remove-cell" not in p.cell.metadata.get("tags", []):  # the site shows it: so does the answer
+                sol.markdown.append(f"```python\n{p.cell.source}\n```")
         else:
             sol.code.extend(_python_blocks(p.cell.source))
             sol.markdown.append(p.cell.source)
@@ -420,15 +431,19 @@ class _Instructor:
         # template assignments (`my_spectrum = []`) that a matched solution also makes: the first one wins
         assigns = {name: n for stmt in tree.body if (name := _assigned_name(stmt)) is not None
                    for n in sorted(set(matched.values()), reverse=True) if name in self.defs[n].assigns}
-        imports, answer, pos = [], [], 0
+        imports, answer, release, pos = [], [], [], 0  # release: the answer cell as the template has it
         for stmt in tree.body:
             start = _start(stmt)
             gap, pos = lines[pos:start], stmt.end_lineno
             if isinstance(stmt, (ast.Import, ast.ImportFrom)) and stubs:
                 imports.extend(lines[start:pos])
-            elif _checker_call(stmt, self.checkers) is not None:
+                continue
+            if _checker_call(stmt, self.checkers) is not None:
                 answer.extend(gap)
-            elif isinstance(stmt, ast.FunctionDef) and stmt.name in matched:
+                release.extend(gap)
+                continue
+            release.extend(gap + lines[start:pos])
+            if isinstance(stmt, ast.FunctionDef) and stmt.name in matched:
                 answer.extend(gap + self._filled(stmt, lines, matched[stmt.name]))
             elif (name := _assigned_name(stmt)) in assigns:
                 code = self.defs[assigns[name]].assigns[name]
@@ -437,6 +452,7 @@ class _Instructor:
             else:
                 answer.extend(gap + lines[start:pos])
         answer.extend(lines[pos:])
+        release.extend(lines[pos:])
         out: list[NotebookNode] = []
         if imports:
             out.append(nbformat.v4.new_code_cell(_tidy(imports)))
@@ -445,6 +461,7 @@ class _Instructor:
             if matched:
                 code.metadata.update(_meta(self.grade_id(matched.values(), "code"), solution=True,
                                            grade=False, locked=False))
+                _set_release(code, _tidy(release))
             out.append(code)
         for call in calls:
             names = [a.id for a in call.args if isinstance(a, ast.Name)]
@@ -478,6 +495,11 @@ class _Instructor:
         return cell
 
 
+def _set_release(cell: NotebookNode, source: str) -> None:
+    """Record in ``cell``'s metadata the source its nbgrader release shows (see :data:`RELEASE_KEY`)."""
+    cell.metadata[RELEASE_KEY] = {"release": source}
+
+
 def _tidy(lines: Sequence[str]) -> str:
     """Join lines without leading/trailing blank lines and with at most two blank lines in a row."""
     text = re.sub(r"\n{4,}", "\n\n\n", "\n".join(line.rstrip() for line in lines))
@@ -489,23 +511,44 @@ def _tidy(lines: Sequence[str]) -> str:
 
 
 def _header(ch: Chapter, edition: str) -> NotebookNode:
+    """The first cell of an edition: what it is and how its exercises are graded.
+
+    ``edition`` is ``"student"``, ``"instructor"`` or ``"release"`` (the student's notebook that
+    ``nbgrader generate_assignment`` writes from the instructor edition; the instructor's header carries
+    it as its release text).
+    """
     name = f"*{ch.title}*, from the book *Spectral dynamics of transformers*"
+    checkers = ("the checker (from `lib.exercises`) runs a few cases, prints ✓ or ✗ for each with what went "
+                "wrong, and returns `True` when every case passes.")
     if edition == "student":
         text = (f"**Student edition** of {name}: the chapter with the solutions of its exercises removed.\n\n"
                 "Run the notebook from the top: the exercises use the chapter's variables. For an "
                 "auto-checked exercise, replace `raise NotImplementedError` in its template cell with your "
-                "code and run the cell again: the checker (from `lib.exercises`) runs a few cases, prints "
-                "✓ or ✗ for each with what went wrong, and returns `True` when every case passes. The "
+                f"code and run the cell again: {checkers} The "
                 "other exercises are answered in words or with code of your own. The notebook needs the "
                 "book's Python environment (see the book's README: `make lab`).")
+    elif edition == "release":
+        text = (f"**Student edition** of {name}, as an assignment: the chapter with the solutions of its "
+                "exercises removed.\n\n"
+                "Run the notebook from the top: the exercises use the chapter's variables. For an "
+                "auto-checked exercise, replace `raise NotImplementedError` in its template cell with your "
+                f"code and run the cell and the test cell below it: {checkers} Each test cell is "
+                "worth 1 point when its checker returns `True`; a failing one raises `AssertionError`, which "
+                "stops *Run All* (*Run → Run Selected Cell and All Below* goes on). The written answers (the "
+                "cells that read YOUR ANSWER HERE) are graded by hand. Do not delete or copy cells, and submit "
+                "the notebook under its own name. It needs the book's Python environment.")
     else:  # no marker text here: nbgrader takes any line that contains one for a marker
         text = (f"**Instructor edition** of {name}: the chapter with the solutions in place, in nbgrader's "
                 "format. Template cells are autograded answer cells whose solution code sits between "
                 "nbgrader's solution markers; each checker call is a locked autograded test "
-                "cell (1 point); each written solution is a manually graded answer cell. In an nbgrader "
-                "course, `nbgrader generate_assignment` turns this notebook into a student version and "
-                "`nbgrader autograde` grades the submissions by running the test cells.")
-    return nbformat.v4.new_markdown_cell(text)
+                "cell (1 point); each written solution is a manually graded answer cell. In the course "
+                "folder that `make course` writes, `nbgrader generate_assignment` turns this notebook into "
+                "the student's (this cell included) and `nbgrader autograde` grades the submissions by "
+                "running the test cells.")
+    cell = nbformat.v4.new_markdown_cell(text)
+    if edition == "instructor":
+        _set_release(cell, _header(ch, "release").source)
+    return cell
 
 
 def fresh_notebook(source: NotebookNode, cells: Iterable[NotebookNode], **metadata: object) -> NotebookNode:
@@ -530,8 +573,52 @@ def write_notebook(nb: NotebookNode, path: Path) -> Path:
     return path
 
 
+def _numbers_only(cell: NotebookNode) -> bool:
+    return cell.cell_type == "code" and SOLUTION_NUMBERS in cell.metadata.get("tags", [])
+
+
+def _bound_names(source: str) -> set[str]:
+    """Names a cell binds: assignment and loop targets, and the names it glues (``glue("name", ...)``)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return names | {n.args[0].value for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args
+                    and getattr(n.func, "id", "") == "glue" and isinstance(n.args[0], ast.Constant)}
+
+
+def _check_numbers_cells(ch: Chapter) -> None:
+    """Refuse a ``solution-numbers`` cell whose names a cell the editions keep uses (it would fail there)."""
+    dropped: dict[str, str] = {}
+    for p in ch.pieces:
+        if p.solution is not None or p.cell.cell_type != "code":
+            continue
+        if _numbers_only(p.cell):
+            dropped.update(dict.fromkeys(_bound_names(p.cell.source), p.cell.source.split("\n")[0]))
+            continue
+        try:
+            used = {n.id for n in ast.walk(ast.parse(p.cell.source)) if isinstance(n, ast.Name)}
+        except SyntaxError:
+            continue
+        if clash := sorted(used & dropped.keys()):
+            first = p.cell.source.split("\n")[0]
+            raise EditionError(f"{ch.path}: the cell `{first}` uses {clash}, which only the {SOLUTION_NUMBERS} "
+                               f"cell `{dropped[clash[0]]}` defines (neither edition has it)")
+
+
 def editions(ch: Chapter) -> tuple[NotebookNode, NotebookNode]:
-    """The ``(student, instructor)`` notebooks of a chapter (validated nbformat 4)."""
+    """The ``(student, instructor)`` notebooks of a chapter (validated nbformat 4).
+
+    Neither has the chapter's ``solution-numbers`` cells (:data:`SOLUTION_NUMBERS`), which compute what only
+    its solutions quote.
+
+    Raises:
+        EditionError: a cell the editions keep uses a name that only a ``solution-numbers`` cell defines.
+    """
+    _check_numbers_cells(ch)
+    pieces = [p for p in ch.pieces if not _numbers_only(p.cell)]
+    ch = Chapter(ch.path, ch.number, ch.title, ch.notebook, pieces, ch.solutions)
     student = [_header(ch, "student")] + [p.cell for p in ch.pieces if p.solution is None]
     inst = _Instructor(ch)
     # first the exercise cells (a write-up's points depend on whether a test cell grades its exercise)

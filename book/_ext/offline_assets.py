@@ -4,7 +4,8 @@
   ``window.VEGA_DEBUG`` already records their versions and a global ``vegaEmbed`` exists. At build
   time we write :func:`lib.page.plotting.vega_bundle_script` to one local script and load it in every
   page's ``<head>`` before any chart.
-* **Notebooks.** The download button offers every chapter as an executed ``.ipynb``.
+* **Notebooks.** The download button offers every chapter as an executed ``.ipynb`` (which
+  ``plain_notebooks.py`` then rewrites in plain Markdown, for front ends without MyST).
 * **MathJax.** ``make vendor`` unpacks MathJax 3 from the npm registry into ``.vendor/mathjax``;
   this extension serves it from ``_static/mathjax`` instead of the CDN. A build without it fails
   with a message that says how to fetch it. Only MathJax goes into the site: ``.vendor`` also holds
@@ -71,7 +72,8 @@ def _offer_ipynb(app: Sphinx, pagename: str, templatename: str, context: dict, d
     """Let the download button offer each chapter as an executed ``.ipynb``.
 
     sphinx-book-theme does this only when a launch service (Binder, Colab, …) is configured; the
-    book has none, so we copy myst-nb's executed notebook next to the page sources ourselves.
+    book has none, so we copy myst-nb's executed notebook next to the page sources ourselves; at the end
+    of the build ``plain_notebooks.py`` renders its markdown for front ends without MyST.
     """
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
     if not executed.is_file():

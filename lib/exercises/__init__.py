@@ -3,10 +3,14 @@
 Call a checker with your own function, e.g. ``check_power_method(my_power_method)``. It runs a few
 cases whose answers are computed here *independently* (the simulator, LAPACK, SciPy or autograd, not
 the formula you are asked to write, wherever possible), each under a time limit (``time_limit=`` seconds
-per case, 10 by default), prints ✓ or ✗ for each case as it finishes, with feedback that names the
-mistake, and returns ``True`` only if every case passed. Your function's own errors never escape: they are
-shown under the case with the lines of your code, apart from the checker's words; a ``None`` result and
-a wrong shape or type are named.
+per case, 10 by default) in a child process that is killed when the time is up, whatever your code
+catches (:mod:`.runner`), prints ✓ or ✗ for each case as it finishes, with feedback that names the
+mistake, and returns ``True`` only if every case passed. A case that does not return costs only its own
+exercise: the checker says "did not return within 10 s" with the line your code was at, and returns
+``False``. Your function's own errors never escape: they are shown under the case with the lines of your
+code, apart from the checker's words; a ``None`` result and a wrong shape or type are named. While your
+function runs, the library's own version of what the exercise asks you to write is off (e.g.
+``lib.power.power_method`` in exercise 1.1): calling it raises :class:`~.runner.LibraryOff`.
 
 * chapter 0 (:mod:`.ch0`): :func:`check_spectral_summary`, :func:`check_rank_bound`, :func:`check_energy_ratio`
 * chapter 1 (:mod:`.ch1`): :func:`check_power_method`, :func:`check_head_sum`, :func:`check_residual_rates`

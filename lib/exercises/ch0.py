@@ -23,18 +23,24 @@ def _triple(value: Any) -> tuple[Any, Any, Any]:
     raise Wrong(f"return the triple (radius, gap_ratio, is_complex), got {type(value).__name__}")
 
 
+_OFF_SPECTRAL_SUMMARY = ("lib.spectra.spectral_radius", "lib.spectra.gap_ratio", "lib.layer_spectra.summary_table",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
+
+
 def check_spectral_summary(fn: Callable[[np.ndarray], Any], verbose: bool = True,
                            time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
     """Check ``fn(F) -> (radius, gap_ratio, is_complex)`` for a real ``(d, d)`` matrix ``F``.
 
     ``radius = |λ₁|``; ``gap_ratio = |λ_next| / |λ₁|`` where ``λ_next`` is the largest eigenvalue in modulus
     that is not ``λ₁`` or its conjugate partner; ``is_complex`` says whether ``λ₁`` is non-real. Rejected by
-    name: counting the conjugate partner as "next" (gap ratio 1), sorting by real part instead of modulus,
-    a signed ratio ``λ₂/λ₁``.
+    name: counting the conjugate partner as "next" (gap ratio 1), skipping a real eigenvalue of the same modulus
+    (``λ = 2, −2``: gap ratio 1), sorting by real part instead of modulus, a signed ratio ``λ₂/λ₁``, an
+    ``is_complex`` that looks at other eigenvalues than ``λ₁``.
     """
     d = 12
     rest = list(np.linspace(0.5, 0.05, d - 3))
-    real = toys.matrix_with_spectrum([2.0, 1.2, 0.9] + rest, seed=1, cond=3.0)
+    real = toys.matrix_with_spectrum([2.0, 1.2, 0.9] + rest[:-2] + [0.3 * np.exp(1j)], seed=1, cond=3.0)
+    tie = toys.matrix_with_spectrum([2.0, -2.0, 0.9] + rest, seed=4, cond=3.0)
     negative = toys.matrix_with_spectrum([-2.0, 1.5, 0.7] + rest, seed=2, cond=3.0)
     pair = 1.5 * np.exp(1j * np.pi / 5)
     cplx = toys.matrix_with_spectrum([pair, 0.9] + rest, seed=3, cond=3.0)
@@ -51,19 +57,24 @@ def check_spectral_summary(fn: Callable[[np.ndarray], Any], verbose: bool = True
                 raise Wrong(f"radius {r:.6g}, expected |λ₁| = {radius:.6g}")
             if is_cplx and abs(g - 1) < 1e-8:
                 raise Wrong("gap ratio 1: λ₁'s conjugate partner has the same modulus and is not 'next'; skip it")
+            if not is_cplx and abs(gap - 1) < 1e-8 and abs(g - 1) > 1e-8:
+                raise Wrong(f"gap ratio {g:.6g}, expected 1: −2 has the modulus of λ₁ = 2 but is real, not λ₁'s "
+                            "conjugate partner; only a non-real λ₁'s partner is skipped")
             if g < 0:
                 raise Wrong(f"gap ratio {g:.6g} is negative: it is a ratio of moduli, |λ_next| / |λ₁|")
             if abs(g - gap) > 1e-8:
                 raise Wrong(f"gap ratio {g:.6g}, expected |λ_next| / |λ₁| = {gap:.6g}")
             if c != is_cplx:
-                raise Wrong(f"is_complex = {c}, but λ₁ is {'non-real' if is_cplx else 'real'}")
+                raise Wrong(f"is_complex = {c}, but λ₁ is {'non-real' if is_cplx else 'real'}"
+                            + ("" if is_cplx else " (other eigenvalues are complex here: test λ₁ alone)"))
         return run
 
     return run_cases("check_spectral_summary", fn, [
-        Case("real λ₁ = 2, next 1.2", case(real, 2.0, 0.6, False)),
+        Case("real λ₁ = 2, next 1.2 (a complex pair further down)", case(real, 2.0, 0.6, False)),
+        Case("real λ₁ = 2 and λ₂ = −2, a tie that is no conjugate pair (gap ratio 1)", case(tie, 2.0, 1.0, False)),
         Case("negative λ₁ = −2, next 1.5 (order by modulus)", case(negative, 2.0, 0.75, False)),
         Case("complex pair 1.5·exp(±iπ/5), next 0.9 (skip the partner)", case(cplx, 1.5, 0.6, True)),
-    ], verbose, time_limit)
+    ], verbose, time_limit, off=_OFF_SPECTRAL_SUMMARY)
 
 
 def check_rank_bound(fn: Callable[[int, int, int], Any], verbose: bool = True,
@@ -101,19 +112,24 @@ def check_energy_ratio(fn: Callable[[np.ndarray], Any], verbose: bool = True,
     """Check ``fn(F) -> (L,)``: ``‖F_t‖_F / |λ_{1,t}|`` for every matrix of an ``(L, d, d)`` stack.
 
     Rejected by name: the spectral norm ``σ₁`` in place of ``|λ₁|`` (they differ for a non-normal matrix),
-    the squared Frobenius norm, a signed ``λ₁``, and a stack modified in place.
+    the squared Frobenius norm, a signed ``λ₁``, the first eigenvalue LAPACK returns (unsorted: the fourth
+    layer's is not ``λ₁``), and a stack modified in place.
     """
     d = 10
     rest = list(np.linspace(0.6, 0.1, d - 2))
     F = np.stack([toys.matrix_with_spectrum([s * 2.0, 1.0] + rest, seed=k, cond=8.0)
-                  for k, s in enumerate((1, -1, 1))])
+                  for k, s in enumerate((1, -1, 1))]
+                 + [toys.matrix_with_spectrum([1.5, -1.2, 0.9] + rest[:-1], seed=3, cond=8.0)])  # LAPACK: −1.2 first
     lam1 = np.array([abs(spectra.eigvals(M)[0]) for M in F])
     want = np.linalg.norm(F, axis=(1, 2)) / lam1
 
     def values() -> None:
-        got = as_array(call(fn, F.copy()), (3,), "the ratios")
+        got = as_array(call(fn, F.copy()), (len(F),), "the ratios")
         if np.allclose(got, want, rtol=1e-8):
             return
+        if np.allclose(got, np.linalg.norm(F, axis=(1, 2)) / np.abs(np.linalg.eigvals(F)[:, 0]), rtol=1e-8):
+            raise Wrong("np.linalg.eigvals returns the eigenvalues in no particular order (layer 4's first is −1.2, "
+                        "its λ₁ is 1.5): take the largest modulus, np.abs(...).max(axis=-1)")
         if np.allclose(got, np.linalg.norm(F, axis=(1, 2)) / np.linalg.norm(F, 2, axis=(1, 2)), rtol=1e-8):
             raise Wrong("you divided by the spectral norm σ₁ = ‖F‖₂; the exercise asks for |λ₁|, which is "
                         "smaller for a non-normal matrix")
@@ -130,6 +146,6 @@ def check_energy_ratio(fn: Callable[[np.ndarray], Any], verbose: bool = True,
             raise Wrong("your function modified the stack F in place")
 
     return run_cases("check_energy_ratio", fn, [
-        Case("three non-normal layers (one with λ₁ < 0)", values),
+        Case("four non-normal layers (one with λ₁ < 0, one whose eigenvalues LAPACK lists unsorted)", values),
         Case("leaves F unchanged", pure),
     ], verbose, time_limit)

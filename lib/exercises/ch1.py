@@ -20,6 +20,10 @@ from lib.exercises.runner import (DEFAULT_TIME_LIMIT, Case, Wrong, as_array, as_
 __all__ = ["check_head_sum", "check_power_method", "check_residual_rates"]
 
 
+_OFF_POWER_METHOD = ("lib.power.power_method",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
+
+
 def check_power_method(fn: Callable[[np.ndarray, np.ndarray, int], Any], verbose: bool = True,
                        time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
     """Check ``fn(F, x0, steps) -> x_T``: the power method's iterate after ``steps`` steps, unit norm.
@@ -104,7 +108,7 @@ def check_power_method(fn: Callable[[np.ndarray, np.ndarray, int], Any], verbose
         Case("1e-3·F, 200 steps: no underflow", scaled(1e-3, 200)),
         Case("converges to v₁", converges),
         Case("leaves x0 unchanged", pure),
-    ], verbose, time_limit)
+    ], verbose, time_limit, off=_OFF_POWER_METHOD)
 
 
 class _HeadGuard(np.ndarray):
@@ -136,11 +140,33 @@ class _HeadGuard(np.ndarray):
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         if func in (np.dot, np.matmul) and len(args) >= 2:
             self._check(args)
+        elif func is np.einsum or func is np.tensordot:
+            width = _contracted_width(func, args, kwargs)
+            if self.head_width is not None and width > self.head_width:
+                self.log.append(width)
         return super().__array_function__(func, types, args, kwargs)
 
     def dot(self, b: Any, out: Any = None) -> Any:  # type: ignore[override]
         self._note(self)
         return np.dot(np.asarray(self), np.asarray(b), out=out)
+
+
+def _contracted_width(func: Any, args: Any, kwargs: Any) -> int:
+    """The largest axis that ``np.einsum`` or ``np.tensordot`` sums over (0 if it cannot tell)."""
+    if func is np.tensordot:
+        a, axes = args[0], kwargs.get("axes", args[2] if len(args) > 2 else 2)
+        dims = range(np.ndim(a) - axes, np.ndim(a)) if isinstance(axes, int) else np.atleast_1d(axes[0])
+        return max((np.shape(a)[i] for i in dims), default=0)
+    spec, operands = args[0], args[1:]
+    if not isinstance(spec, str) or "." in spec:
+        return 0
+    inputs, _, output = spec.replace(" ", "").partition("->")
+    terms = inputs.split(",")
+    if "->" not in spec:
+        letters = "".join(terms)
+        output = "".join(c for c in sorted(set(letters)) if letters.count(c) == 1)
+    sizes = {c: n for term, op in zip(terms, operands) for c, n in zip(term, np.shape(op))}
+    return max((n for c, n in sizes.items() if c not in output), default=0)
 
 
 def _guarded(A: np.ndarray, head_width: int, log: list[int]) -> _HeadGuard:
@@ -155,7 +181,9 @@ def check_head_sum(fn: Callable[[np.ndarray, np.ndarray, int], Any], verbose: bo
 
     ``V`` is ``(H·d_h, d)`` (head h owns rows ``[h·d_h, (h+1)·d_h)``), ``O`` is ``(d, H·d_h)`` (head h owns
     the same columns). The answer must equal ``O @ V``, including when ``H·d_h ≠ d``, but computed as a
-    sum of per-head products: the arrays passed in record any product over all ``H·d_h`` columns at once.
+    sum of per-head products: the arrays passed in record any product over all ``H·d_h`` columns at once
+    (``@``, ``np.dot``, ``np.matmul``, ``.dot``, ``np.einsum``, ``np.tensordot``). Named: ``d // n_heads`` as
+    the head width, the first or the last head left out, head 0's slice used for every head.
     """
     rng = np.random.default_rng(7)
 
@@ -165,13 +193,31 @@ def check_head_sum(fn: Callable[[np.ndarray, np.ndarray, int], Any], verbose: bo
             log: list[int] = []
             got = as_array(call(fn, _guarded(O, dh, log), _guarded(V, dh, log), H), (d, d), "the head sum")
             if log:
-                raise Wrong(f"you multiplied over all H·dₕ = {log[0]} columns at once (O @ V); the exercise asks "
-                            f"for the sum over heads of Oₕ Vₕ, each a ({d} × {dh})·({dh} × {d}) product")
+                raise Wrong(f"you multiplied over all H·dₕ = {log[0]} columns at once (O @ V), or an einsum or "
+                            f"tensordot over them; the exercise asks for the sum over heads of Oₕ Vₕ, each a "
+                            f"({d} × {dh})·({dh} × {d}) product")
             want = O @ V
             err = np.abs(got - want).max() / np.abs(want).max()
-            if err > 1e-12:
-                raise Wrong(f"relative error {err:.2e}: head h owns columns [h·dₕ, (h+1)·dₕ) of O and the same "
-                            "rows of V, with dₕ = V.shape[0] // n_heads (not d // n_heads)")
+            if err <= 1e-12:
+                return
+
+            def heads(width: int, which: range) -> np.ndarray:
+                return sum((O[:, h * width:(h + 1) * width] @ V[h * width:(h + 1) * width] for h in which),
+                           np.zeros((d, d)))
+
+            def near(M: np.ndarray) -> bool:
+                return bool(np.abs(got - M).max() <= 1e-12 * np.abs(want).max())
+
+            hint = "head h owns columns [h·dₕ, (h+1)·dₕ) of O and the same rows of V"
+            if H > 1 and d // H != dh and near(heads(d // H, range(H))):
+                hint = f"dₕ = V.shape[0] // n_heads = {dh} (not d // n_heads = {d // H}: here H·dₕ ≠ d)"
+            elif H > 1 and near(heads(dh, range(H - 1))):
+                hint = f"the last head is missing: sum over all {H} heads, range(n_heads)"
+            elif H > 1 and near(heads(dh, range(1, H))):
+                hint = f"the first head (h = 0) is missing: sum over all {H} heads, range(n_heads)"
+            elif H > 1 and near(O[:, :dh] @ V[:dh] * H):
+                hint = "every term is head 0's: slice with h, O[:, h·dₕ:(h+1)·dₕ] and V[h·dₕ:(h+1)·dₕ]"
+            raise Wrong(f"relative error {err:.2e}: {hint}")
         return run
 
     return run_cases("check_head_sum", fn, [
@@ -186,6 +232,10 @@ def _moduli_desc(M: np.ndarray) -> np.ndarray:
     return np.sort(np.abs(np.linalg.eigvals(M)))[::-1]
 
 
+_OFF_RESIDUAL_RATES = ("lib.spectra.gap_ratio",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
+
+
 def check_residual_rates(fn: Callable[[np.ndarray], Any], spectrum: Sequence[float], verbose: bool = True,
                          time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
     """Check exercise 1.3: ``fn(eigvals) -> (plain, residual)`` and the student's example ``spectrum``.
@@ -194,7 +244,9 @@ def check_residual_rates(fn: Callable[[np.ndarray], Any], spectrum: Sequence[flo
     method's rate toward ``v₁`` (``x ← F x``), ``residual`` the rate of ``x ← (I + F) x``, each the ratio of
     the second-largest to the largest modulus of the iteration matrix's eigenvalues. References: LAPACK
     eigenvalues of the built ``F`` and ``I + F``. ``spectrum`` (real numbers) must make the residual run
-    converge to ``v₁`` (checked by simulating it) and more slowly than the plain one.
+    converge to ``v₁`` (checked by simulating it) and more slowly than the plain one. Named: ``λ₂`` taken as the
+    runner-up of ``|1 + λ|``, ``λ₁`` as its winner, and ``1 + λ`` sorted without its modulus (the case
+    ``λ = (−3, 2, 0.5)``, where ``1 + λ₁ = −2``).
     """
     def rates_of(eigs: Sequence[float]) -> tuple[np.ndarray, float, float]:
         F = toys.matrix_with_spectrum(list(eigs), seed=4, cond=2.0)
@@ -212,6 +264,15 @@ def check_residual_rates(fn: Callable[[np.ndarray], Any], spectrum: Sequence[flo
             if abs(p - P) > 1e-8:
                 raise Wrong(f"plain rate {p:.6g}, expected |λ₂|/|λ₁| = {P:.6g}")
             if abs(r - R) > 1e-8:
+                signed = np.sort(1 + lams)[::-1]
+                shifted = np.abs(1 + lams)
+                if abs(r - signed[1] / signed[0]) < 1e-8:
+                    raise Wrong(f"residual rate {r:.6g}, expected {R:.6g}: take the modulus |1 + λ| before sorting: "
+                                f"here 1 + λ₁ = {1 + lams[0]:g} has modulus {abs(1 + lams[0]):g}")
+                if abs(r - shifted[1:].max() / shifted[0]) < 1e-8:
+                    raise Wrong(f"residual rate {r:.6g}, expected {R:.6g}: with I + F the largest |1 + λ| need not be "
+                                f"λ₁'s: here |1 + λ₁| = {shifted[0]:g} and the largest is {shifted.max():g}; "
+                                "sort the |1 + λ| again")
                 if abs(r - abs(1 + lams[1]) / abs(1 + lams[0])) < 1e-8:
                     j = int(np.argsort(-np.abs(1 + lams))[1])
                     raise Wrong(f"residual rate {r:.6g}, expected {R:.6g}: with I + F the runner-up need not be λ₂: "
@@ -254,5 +315,6 @@ def check_residual_rates(fn: Callable[[np.ndarray], Any], spectrum: Sequence[flo
         Case("λ = (1, 0.5, 0.2)", compare([1.0, 0.5, 0.2])),
         Case("λ = (1, −0.9, 0.5): with I + F the runner-up is not λ₂", compare([1.0, -0.9, 0.5])),
         Case("λ = (2, −1.5, 0.3): the residual run is faster here", compare([2.0, -1.5, 0.3])),
+        Case("λ = (−3, 2, 0.5): 1 + λ₁ < 0, and |1 + λ₂| is the largest", compare([-3.0, 2.0, 0.5])),
         Case("your spectrum: the residual run converges to v₁, more slowly, at your rates", yours),
-    ], verbose, time_limit)
+    ], verbose, time_limit, off=_OFF_RESIDUAL_RATES)

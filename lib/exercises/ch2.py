@@ -38,6 +38,10 @@ def _brute_steps(ratio: float, tol: float) -> int:
     return T
 
 
+_OFF_STEPS_NEEDED = ("lib.power.steps_needed",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
+
+
 def check_steps_needed(fn: Callable[[float, float], Any], verbose: bool = True,
                        time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
     """Check ``fn(ratio, tol) -> int``: the fewest steps ``T`` with ``ratio^T ≤ tol`` (``0 < ratio < 1``).
@@ -45,7 +49,7 @@ def check_steps_needed(fn: Callable[[float, float], Any], verbose: bool = True,
     The reference counts by brute force. Two cases have ``tol`` an exact power of ``ratio``
     (``0.5^10`` in binary, ``0.1^10`` in decimal): there ``T`` is that power, which a ``while e >= tol``
     loop overshoots by one, and so does ``ceil(log(tol)/log(ratio))`` when the quotient rounds to
-    ``10.000000000000002``.
+    ``10.000000000000002``. One has ``tol > 1``: ``T = 0``, where that quotient is negative.
     """
     def case(ratio: float, tol: float) -> Callable[[], None]:
         def run() -> None:
@@ -59,17 +63,21 @@ def check_steps_needed(fn: Callable[[float, float], Any], verbose: bool = True,
                     how += (f"; ceil(log(tol)/log(ratio)) rounds {quotient!r} up to {got}: subtract a small slack "
                             "before rounding up")
                 raise Wrong(f"got {got}, expected {want}: here tol = ratio^{want} exactly, and ≤ counts equality ({how})")
+            if got < 0:
+                raise Wrong(f"got {got}: T counts layers, T ≥ 0; here ratio⁰ = 1 ≤ tol already, so T = 0 "
+                            "(log(tol)/log(ratio) is negative when tol > 1: take max(0, …))")
             if got == want - 1:
                 raise Wrong(f"got {got}, expected {want}: ratio^{got} = {ratio**got:.3g} is still > tol; round up")
             raise Wrong(f"got {got}, expected {want}: the fewest T with ratio^T ≤ tol")
         return run
 
-    grid = [(0.5, 1e-3), (0.9, 1e-6), (0.99, 1e-3), (0.1, 0.5), (0.5, 0.5**10), (0.1, 1e-10)]
+    grid = [(0.5, 1e-3), (0.9, 1e-6), (0.99, 1e-3), (0.1, 0.5), (0.5, 0.5**10), (0.1, 1e-10), (0.5, 2.0)]
     names = {(0.5, 0.5**10): "ratio = 0.5, tol = 0.5^10 (an exact power)",
-             (0.1, 1e-10): "ratio = 0.1, tol = 1e-10 (an exact power)"}
+             (0.1, 1e-10): "ratio = 0.1, tol = 1e-10 (an exact power)",
+             (0.5, 2.0): "ratio = 0.5, tol = 2 (reached before any layer: T = 0)"}
     return run_cases("check_steps_needed", fn, [
         Case(names.get((r, t), f"ratio = {r}, tol = {t:g}"), case(r, t)) for r, t in grid
-    ], verbose, time_limit)
+    ], verbose, time_limit, off=_OFF_STEPS_NEEDED)
 
 
 def check_bipartite_condition(fn: Callable[[float, int, int], Any], verbose: bool = True,
@@ -215,10 +223,15 @@ def check_causal_bipartite(fn: Callable[[float, list[int]], Any], verbose: bool 
         (0.4, [1, 1, 1, -1], "one late token against three, c = 0.4"),
         (0.6, [1, 1, 1, -1], "one late token against three, c = 0.6"),
         (0.3, [-1, 1, 1, 1], "the minority first"),
+        (0.3, [1, -1, -1, -1, -1, 1], "a group's first token holds, its last flips"),
     ]
     return run_cases("check_causal_bipartite", fn, [
         Case(f"c = {c}: {name}", case(c, signs)) for c, signs, name in grid
     ], verbose, time_limit)
+
+
+_OFF_RESIDUAL_RADIUS = ("lib.dynamics.consensus_jacobian_radius",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
 
 
 def check_residual_radius(fn: Callable[[np.ndarray, int], Any], verbose: bool = True,
@@ -271,4 +284,4 @@ def check_residual_radius(fn: Callable[[np.ndarray, int], Any], verbose: bool = 
     cases = [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("c", 0), ("c", 1)]
     return run_cases("check_residual_radius", fn, [
         Case(f"spectrum {name}, consensus on v{subscript(k + 1)}", case(name, k)) for name, k in cases
-    ], verbose, time_limit)
+    ], verbose, time_limit, off=_OFF_RESIDUAL_RADIUS)

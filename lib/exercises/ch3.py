@@ -15,7 +15,8 @@ import numpy as np
 from lib import toys
 from lib.alignment_stats import (EigenBases, TokenStates, baseline_subspace, eigen_bases, gamma_rho, random_directions,
                                 random_null)
-from lib.exercises.runner import DEFAULT_TIME_LIMIT, Case, Wrong, as_array, as_float, as_int, as_pair, call, run_cases
+from lib.exercises.runner import (DEFAULT_TIME_LIMIT, Case, Wrong, as_array, as_float, as_int, as_pair, call,
+                                  recording, run_cases)
 
 __all__ = ["check_gamma_rho", "check_null_layers", "check_span_ratio", "check_token_shift"]
 
@@ -29,6 +30,7 @@ def _variants(Xi: np.ndarray, Xo: np.ndarray, v: np.ndarray) -> dict[str, tuple[
     ci, co = cos(Xi), cos(Xo)
     si, so = cos(Xi, signed=True), cos(Xo, signed=True)
     di, do = cos(Xi, normed=False), cos(Xo, normed=False)
+    wi, wo = np.abs(Xi @ v) / np.linalg.norm(Xi), np.abs(Xo @ v) / np.linalg.norm(Xo)
     return {
         "take the absolute cosine |x·v|/‖x‖ (the sign of an eigenvector is arbitrary)":
             (float(so.mean()), float((so > si).mean())),
@@ -36,7 +38,27 @@ def _variants(Xi: np.ndarray, Xo: np.ndarray, v: np.ndarray) -> dict[str, tuple[
             (float(do.mean()), float((do > di).mean())),
         "ρ counts tokens whose |cosine| strictly increases (>, not ≥)":
             (float(co.mean()), float((co >= ci).mean())),
+        "γ is the mean |cosine| of the layer's outputs X_out, not of its inputs X_in":
+            (float(ci.mean()), float((co > ci).mean())),
+        "divide each token by its own norm, np.linalg.norm(X, axis=1), not by the norm of the whole matrix":
+            (float(wo.mean()), float((wo > wi).mean())),
+        "ρ counts the tokens whose |cosine| increases from X_in to X_out, not those where it decreases":
+            (float(co.mean()), float((co < ci).mean())),
+        "return the pair in the order (gamma, rho)": (float((co > ci).mean()), float(co.mean())),
     }
+
+
+def _which_half(g: float, r: float, G: float, R: float) -> str:
+    """For a pair that matches no named mistake: which of γ and ρ is wrong, and what it is."""
+    if abs(g - G) < 1e-10:
+        return "γ is right, ρ is not: ρ is the fraction of the N tokens whose |cosine| with v strictly increases"
+    if abs(r - R) < 1e-10:
+        return "ρ is right, γ is not: γ is the mean over the N tokens of |x_out · v| / ‖x_out‖"
+    return ""
+
+
+_OFF_GAMMA_RHO = ("lib.alignment_stats.gamma_rho", "lib.alignment_stats.token_alignments", "lib.alignment_stats.step_alignment",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
 
 
 def check_gamma_rho(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], Any], verbose: bool = True,
@@ -45,7 +67,9 @@ def check_gamma_rho(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], Any], ver
 
     ``X_in`` and ``X_out`` are ``(N, d)`` token states (rows) entering and leaving the layer, ``v`` a unit
     ``(d,)`` direction. ``gamma`` is the mean absolute cosine of the outputs with ``v`` and ``rho`` the
-    fraction of tokens whose absolute cosine strictly increases.
+    fraction of tokens whose absolute cosine strictly increases. Named (:func:`_variants`): a signed cosine, a
+    dot product, ``≥``, the inputs' γ, the whole matrix's norm, decreases counted, the pair swapped; otherwise
+    which of γ and ρ is wrong.
     """
     rng = np.random.default_rng(7)
     d, N = 16, 40
@@ -65,7 +89,7 @@ def check_gamma_rho(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], Any], ver
             if abs(g - G) < 1e-10 and abs(r - R) < 1e-10:
                 return
             why = next((hint for hint, (vg, vr) in _variants(Xi, Xo, u).items()
-                        if abs(g - vg) < 1e-10 and abs(r - vr) < 1e-10), "")
+                        if abs(g - vg) < 1e-10 and abs(r - vr) < 1e-10), "") or _which_half(g, r, G, R)
             raise Wrong(f"got (γ, ρ) = ({g:.4f}, {r:.4f}), expected ({G:.4f}, {R:.4f})" + (f": {why}" if why else ""))
         return run
 
@@ -74,7 +98,7 @@ def check_gamma_rho(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], Any], ver
         Case("sign of v does not matter (absolute cosine)", compare(X_in, X_out, -v)),
         Case("token norms do not matter (cosine, not dot product)", compare(3.0 * X_in, 0.1 * X_out, v)),
         Case("no change gives ρ = 0 (strict increase)", compare(X_in, X_in.copy(), v)),
-    ], verbose, time_limit)
+    ], verbose, time_limit, off=_OFF_GAMMA_RHO)
 
 
 # -- exercises 3.2–3.4: the same statistics, other tokens, other bases, another null ----------------------------
@@ -122,8 +146,10 @@ def _named(got: np.ndarray, want: np.ndarray, variants: dict[str, np.ndarray], w
     if np.allclose(got, want, rtol=1e-9, atol=1e-12):
         return
     why = next((hint for hint, v in variants.items() if np.allclose(got, v, rtol=1e-9, atol=1e-12)), "")
-    raise Wrong(f"{what} {np.round(got, 4).tolist()}, expected {np.round(want, 4).tolist()}"
-                + (f": {why}" if why else ""))
+    if not why:
+        off = [t + 1 for t in range(len(want)) if not np.isclose(got[t], want[t], rtol=1e-9, atol=1e-12)]
+        why = f"layers {', '.join(map(str, off))} differ" if len(off) > 1 else f"layer {off[0]} differs"
+    raise Wrong(f"{what} {np.round(got, 4).tolist()}, expected {np.round(want, 4).tolist()}: {why}")
 
 
 def check_token_shift(fn: Callable[[TokenStates, EigenBases], Any], verbose: bool = True,
@@ -132,7 +158,8 @@ def check_token_shift(fn: Callable[[TokenStates, EigenBases], Any], verbose: boo
 
     ``ts`` holds every token (special ones included), ``eb`` the layers' :class:`EigenBases` (γ_t is measured
     against ``eb.v1``). The reference is :func:`lib.alignment_stats.gamma_rho`. Rejected by name: the special
-    tokens alone instead of all tokens, the opposite sign, γ_t / chance instead of γ_t, ρ_t instead of γ_t.
+    tokens alone instead of all tokens, the opposite sign, γ_t / chance instead of γ_t, ρ_t instead of γ_t, the
+    span ``eb.v12`` instead of ``v₁``, a ratio instead of a difference.
     """
     def gamma(ts: TokenStates, eb: EigenBases, col: str = "gamma") -> np.ndarray:
         return gamma_rho(ts, eb, n_boot=0)[col].to_numpy()
@@ -150,6 +177,10 @@ def check_token_shift(fn: Callable[[TokenStates, EigenBases], Any], verbose: boo
                     gamma(ts.select("all"), eb, "gamma_ratio") - gamma(ts.select("content"), eb, "gamma_ratio"),
                 "γₜ is the mean alignment (gamma), not the fraction of increases ρₜ (rho)":
                     gamma(ts.select("all"), eb, "rho") - gamma(ts.select("content"), eb, "rho"),
+                "measure against v₁ (pass eb itself), not against span{v₁, v₂} (eb.v12)":
+                    gamma(ts.select("all"), eb.v12) - gamma(ts.select("content"), eb.v12),
+                "the shift is a difference, γₜ(all) − γₜ(content), not a ratio":
+                    gamma(ts.select("all"), eb) / content,
             }
             _named(got, want, variants, "got the shift")
         return run
@@ -168,7 +199,8 @@ def check_span_ratio(fn: Callable[[TokenStates, EigenBases], Any], verbose: bool
     ``eb.k12[t]`` columns are used) over the chance level ``c(d, k12_t)`` of that span's own dimension.
 
     The toy layers' spans have 2, 3 and 4 dimensions. Rejected by name: the chance level of a line, that of the
-    padded width 4, no division by chance, the principal direction ``eb.v1`` instead of the span.
+    padded width 4, no division by chance, a product with it, a ratio to v₁'s γ_t, the principal direction
+    ``eb.v1`` instead of the span.
     """
     def col(ts: TokenStates, B: Any, name: str = "gamma_ratio") -> np.ndarray:
         return gamma_rho(ts, B, n_boot=0)[name].to_numpy()
@@ -185,6 +217,9 @@ def check_span_ratio(fn: Callable[[TokenStates, EigenBases], Any], verbose: bool
                     raw / baseline_subspace(ts.d, 4),
                 "divide γₜ by its chance level c(d, k)": raw,
                 "measure against span{v₁, v₂} (eb.v12), not v₁ alone (eb.v1)": col(ts, eb),
+                "divide γₜ by the chance level c(d, kₜ), do not multiply":
+                    raw * np.array([baseline_subspace(ts.d, int(k)) for k in eb.k12]),
+                "the ratio is to the chance level c(d, kₜ), not to γₜ of v₁ alone": raw / col(ts, eb, "gamma"),
             }
             _named(got, want, variants, "got")
         return run
@@ -241,11 +276,15 @@ def check_null_layers(fn: Callable[[TokenStates, np.ndarray, int, int], Any], ve
                       time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
     """Check ``fn(ts, bases, m, seed) -> tuple``: the 1-based layers, in increasing order, whose ρ_t against
     ``bases`` beats the layer's own null of ``m`` random subspaces (seed ``seed``) at FDR 5%: ``q_rho < 0.05``
-    in :func:`lib.alignment_stats.random_null`. Rejected by name: the uncorrected ``p_rho``, γ_t's test
-    (``q_gamma``), 0-based layers, float layer numbers."""
+    in :func:`lib.alignment_stats.random_null`. Rejected by name: another ``m`` or ``seed`` than the ones given
+    (the calls of ``random_null`` are recorded: a hard-coded ``m=1000, seed=0`` is named as such, before any
+    other mistake its layers may look like), the uncorrected ``p_rho``, γ_t's test (``q_gamma``), 0-based
+    layers, float layer numbers."""
     def case(ts: TokenStates, B: np.ndarray, m: int, seed: int) -> Callable[[], None]:
         def run() -> None:
-            got = _layers(call(fn, ts, B.copy(), m, seed))
+            with recording("lib.alignment_stats.random_null") as calls:
+                raw = call(fn, ts, B.copy(), m, seed)
+            got = _layers(raw)
             null = random_null(ts, B, m=m, seed=seed)
 
             def where(mask: Any) -> tuple[int, ...]:
@@ -254,6 +293,11 @@ def check_null_layers(fn: Callable[[TokenStates, np.ndarray, int, int], Any], ve
             want = where(null.q_rho < 0.05)
             if got == want:
                 return
+            other = [c for c in calls if (c["m"], c["seed"]) != (m, seed)]
+            if other:
+                raise Wrong(f"got layers {got}, expected {want}: you called random_null with m = {other[0]['m']}, "
+                            f"seed = {other[0]['seed']}; use the m = {m} and seed = {seed} you are given "
+                            "(random_null(ts, bases, m=m, seed=seed))")
             variants = {
                 "use the Benjamini–Hochberg q-values (q_rho), not the raw p-values: testing every layer at 5% "
                 "finds a layer by chance alone in many runs": where(null.p_rho < 0.05),

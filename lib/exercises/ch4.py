@@ -26,9 +26,16 @@ from lib.nonnormal import (complex_fraction, cumulative_product, effective_rank,
 __all__ = ["check_complex_fractions", "check_effective_rank", "check_schur_normal", "check_truncated_funnel"]
 
 
+_OFF_EFFECTIVE_RANK = ("lib.nonnormal.effective_rank", "lib.nonnormal.cumulative_product", "lib.cumulative.erank_from_singular_values", "lib.cumulative.cumulative_effective_rank", "lib.funnel_stats.funnel_eranks",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
+
+
 def check_effective_rank(fn: Callable[[np.ndarray], Any], verbose: bool = True,
                          time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
-    """Check ``fn(M) -> float``: ``exp(−Σ p_i log p_i)`` with ``p_i = σ_i²/Σσ_j²`` (``p_i = 0`` dropped)."""
+    """Check ``fn(M) -> float``: ``exp(−Σ p_i log p_i)`` with ``p_i = σ_i²/Σσ_j²`` (``p_i = 0`` dropped).
+
+    Named: the participation ratio, σ for σ², the entropy itself, its sign, eigenvalues for singular values,
+    mixed log bases, ``p`` that does not sum to 1, ``0·log 0`` left as NaN."""
     rng = np.random.default_rng(0)
     cases = {
         "identity (d = 6)": np.eye(6),
@@ -51,18 +58,27 @@ def check_effective_rank(fn: Callable[[np.ndarray], Any], verbose: bool = True,
             if abs(got - want) <= 1e-8 * max(1.0, want):
                 return
             s = np.linalg.svd(M, compute_uv=False)
+            p = s[s > 0] ** 2 / np.sum(s**2)
             named = {
                 "that is the participation ratio (Σσ²)²/Σσ⁴, not exp of the entropy":
                     float(np.sum(s**2) ** 2 / np.sum(s**4)),
                 "use squared singular values: pᵢ = σᵢ²/Σσⱼ², not σᵢ/Σσⱼ": entropy_rank(s),
                 "return exp of the entropy, not the entropy itself": math.log(want),
+                "the entropy is −Σ pᵢ log pᵢ (mind the minus sign: this is 1 / erank)": 1.0 / want,
+                "use the singular values (np.linalg.svd), not the moduli of the eigenvalues":
+                    entropy_rank(np.abs(np.linalg.eigvals(M)) ** 2),
+                "take exp of an entropy in natural logs (np.log), or 2 ** of one in log2, not exp of log2":
+                    float(np.exp(-np.sum(p * np.log2(p)))),
+                "pᵢ must sum to 1: σᵢ² / Σσⱼ², not σᵢ² / Σσⱼ": entropy_rank(s**2 * np.sum(s**2) / np.sum(s)),
             }
             why = next((h for h, val in named.items() if abs(got - val) <= 1e-8 * max(1.0, abs(val))), "")
+            if not why and M.shape == (6, 6) and np.allclose(M, np.eye(6)):
+                why = "for the identity every pᵢ = 1/6, so the effective rank is 6"
             raise Wrong(f"got {got:.6g}, expected {want:.6g}" + (f": {why}" if why else ""))
         return run
 
     return run_cases("check_effective_rank", fn, [Case(name, case(M)) for name, M in cases.items()],
-                     verbose, time_limit)
+                     verbose, time_limit, off=_OFF_EFFECTIVE_RANK)
 
 
 def _block_diagonal(N: np.ndarray) -> bool:
@@ -70,6 +86,10 @@ def _block_diagonal(N: np.ndarray) -> bool:
     off = np.abs(np.triu(N, 2)) + np.abs(np.tril(N, -2))
     sub = np.abs(np.diag(N, -1))
     return bool(off.max(initial=0) < 1e-12 and np.all((sub[1:] < 1e-12) | (sub[:-1] < 1e-12)))
+
+
+_OFF_SCHUR_NORMAL = ("lib.nonnormal.schur_normal", "lib.nonnormal.both_controls", "lib.nonnormal.control_matrices",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
 
 
 def check_schur_normal(fn: Callable[[np.ndarray], Any], verbose: bool = True,
@@ -105,6 +125,8 @@ def check_schur_normal(fn: Callable[[np.ndarray], Any], verbose: bool = True,
             if np.linalg.norm(N - Q.T @ want @ Q) <= 1e-8 * np.linalg.norm(want):
                 raise Wrong("N is T_N in the Schur basis: rotate back, N = Q T_N Qᵀ (the control must act on the "
                             "same coordinates as M)")
+            if np.linalg.norm(N - Q.T @ (Q.T @ want @ Q) @ Q) <= 1e-8 * np.linalg.norm(want):
+                raise Wrong("you rotated the wrong way: M = Q T Qᵀ, so N = Q T_N Qᵀ, not Qᵀ T_N Q")
             if np.linalg.norm(N - Q @ (Q.T @ want @ Q).T @ Q.T) <= 1e-8 * np.linalg.norm(want):
                 raise Wrong("each 2×2 block turns the wrong way: s = sign(b)·sqrt(−bc) keeps the sign of b")
             if _block_diagonal(N):
@@ -120,11 +142,15 @@ def check_schur_normal(fn: Callable[[np.ndarray], Any], verbose: bool = True,
 
     return run_cases("check_schur_normal", fn, [
         Case(f"d = {d} ({n_pairs(d)} complex pair{'s' if n_pairs(d) != 1 else ''})", case(d)) for d in mats
-    ], verbose, time_limit)
+    ], verbose, time_limit, off=_OFF_SCHUR_NORMAL)
 
 
 def _rotation(theta: float) -> np.ndarray:
     return np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])
+
+
+_OFF_COMPLEX_FRACTIONS = ("lib.nonnormal.complex_fraction", "lib.nonnormal.layer_metrics", "lib.funnel_stats.spectral_metrics",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
 
 
 def check_complex_fractions(fn: Callable[[np.ndarray], Any], verbose: bool = True,
@@ -134,7 +160,8 @@ def check_complex_fractions(fn: Callable[[np.ndarray], Any], verbose: bool = Tru
     ``f_C(M)`` is the share of ``M``'s eigenvalues with ``|Im λ| > 1e-8 · max|λ|`` (every eigenvalue of a
     conjugate pair counts). The first entry is the mean over the ``P`` matrices of their own ``f_C``, the
     second the ``f_C`` of their mean ``Jp.mean(0)``; ``Jp`` must not be modified. Rejected by name: an absolute
-    threshold ``|Im λ| > 1e-8``, each pair counted once, the two entries swapped, a modified stack.
+    threshold ``|Im λ| > 1e-8``, each pair counted once, the two entries swapped, either entry computed the
+    other's way, a count instead of a share, a modified stack.
     """
     rng = np.random.default_rng(4)
     th = 0.7
@@ -158,8 +185,15 @@ def check_complex_fractions(fn: Callable[[np.ndarray], Any], verbose: bool = Tru
         def pair(rel: bool, once: bool) -> tuple[float, float]:
             return float(np.mean([fc(J, rel, once) for J in Jp])), fc(Jp.mean(0), rel, once)
 
+        d = Jp.shape[-1]
+        right = want(Jp)
         return {"the threshold is relative: |Im λ| > 1e-8 · max|λ|, not an absolute 1e-8": pair(False, False),
-                "count both eigenvalues of a conjugate pair (|Im λ|, not Im λ > 0)": pair(True, True)}
+                "count both eigenvalues of a conjugate pair (|Im λ|, not Im λ > 0)": pair(True, True),
+                "the first entry is the mean of each matrix's own f_C (f_C per matrix, then the mean), not f_C of "
+                "the mean": (right[1], right[1]),
+                "the second entry is f_C of the mean matrix Jp.mean(0), not the mean of the f_C":
+                    (right[0], right[0]),
+                f"f_C is a share of the d = {d} eigenvalues, not a count": (right[0] * d, right[1] * d)}
 
     def case(Jp: np.ndarray) -> Callable[[], None]:
         def run() -> None:
@@ -182,7 +216,11 @@ def check_complex_fractions(fn: Callable[[np.ndarray], Any], verbose: bool = Tru
             raise Wrong("your function modified the stack Jp in place")
 
     return run_cases("check_complex_fractions", fn, [Case(name, case(Jp)) for name, Jp in cases.items()]
-                     + [Case("leaves Jp unchanged", pure)], verbose, time_limit)
+                     + [Case("leaves Jp unchanged", pure)], verbose, time_limit, off=_OFF_COMPLEX_FRACTIONS)
+
+
+_OFF_TRUNCATED_FUNNEL = ("lib.nonnormal.cumulative_product", "lib.nonnormal.funnel_variants", "lib.cumulative.cumulative_effective_rank", "lib.funnel_stats.funnel_eranks",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
 
 
 def check_truncated_funnel(fn: Callable[[np.ndarray, int], Any], verbose: bool = True,
@@ -192,7 +230,8 @@ def check_truncated_funnel(fn: Callable[[np.ndarray, int], Any], verbose: bool =
     values and rescaled to unit Frobenius norm (section 4.6); ``k = d`` is no truncation.
 
     Rejected by name: truncating only the final product, not truncating, multiplying in the wrong order
-    (``P ← P J`` instead of ``P ← J P``).
+    (``P ← P J`` instead of ``P ← J P``), keeping ``k ± 1`` singular values, truncating each ``J`` instead of
+    the product.
     """
     rng = np.random.default_rng(5)
     trap = np.stack([np.diag([1.0, 1.0, 0.01]), np.diag([1.0, 1.0, 1000.0])])
@@ -216,9 +255,26 @@ def check_truncated_funnel(fn: Callable[[np.ndarray, int], Any], verbose: bool =
             P_end /= np.linalg.norm(P_end)
             P_rev = truncate(P_rev @ J)
             P_rev /= np.linalg.norm(P_rev)
+        def run(trunc: Callable[[np.ndarray], np.ndarray], each_J: bool = False) -> float:
+            P = np.eye(d)
+            for J in Js:
+                P = J @ P if not each_J else trunc(J) @ P
+                P = P if each_J else trunc(P)
+                P /= np.linalg.norm(P)
+            return erank_of(P)
+
+        def keep(n: int) -> Callable[[np.ndarray], np.ndarray]:
+            def cut(M: np.ndarray) -> np.ndarray:
+                U, s, Vh = np.linalg.svd(M)
+                return (U[:, :n] * s[:n]) @ Vh[:n]
+            return cut
+
         return {"truncate after every step, not only the final product": erank_of(truncate(P_end)),
                 "truncate to rank k: this is the untruncated product": erank_of(P_end),
-                "multiply on the left, P ← J P (Pₗ = Jₗ₋₁ ⋯ J₀), not P ← P J": erank_of(P_rev)}
+                "multiply on the left, P ← J P (Pₗ = Jₗ₋₁ ⋯ J₀), not P ← P J": erank_of(P_rev),
+                f"keep the k = {k} largest singular values, s[:k], not k + 1": run(keep(k + 1)),
+                f"keep the k = {k} largest singular values, s[:k], not k − 1": run(keep(max(k - 1, 1))),
+                "truncate the product P after each multiplication, not each Jₗ before it": run(keep(k), each_J=True)}
 
     def case(Js: np.ndarray, k: int) -> Callable[[], None]:
         def run() -> None:
@@ -236,4 +292,4 @@ def check_truncated_funnel(fn: Callable[[np.ndarray, int], Any], verbose: bool =
         Case("four random 10 × 10 Jacobians, k = 3", case(rand, 3)),
         Case("the same, k = d = 10 (no truncation)", case(rand, 10)),
         Case("the same in reverse block order, k = 3", case(rand[::-1].copy(), 3)),
-    ], verbose, time_limit)
+    ], verbose, time_limit, off=_OFF_TRUNCATED_FUNNEL)

@@ -26,6 +26,10 @@ def _arccos_angles(A: np.ndarray, B: np.ndarray, orthonormalise: bool) -> np.nda
     return np.sort(np.arccos(np.clip(np.linalg.svd(A.T @ B, compute_uv=False), -1, 1)))
 
 
+_OFF_PRINCIPAL_ANGLES = ("lib.bridge.principal_angles", "scipy.linalg.subspace_angles",)
+"""The library's own versions of what the exercise asks for: off while the student's function runs."""
+
+
 def check_principal_angles(fn: Callable[[np.ndarray, np.ndarray], Any], verbose: bool = True,
                            time_limit: float | None = DEFAULT_TIME_LIMIT) -> bool:
     """Check a student's ``fn(A, B) -> angles`` (radians, ascending) for two bases ``(d, p)``, ``(d, q)``.
@@ -63,6 +67,8 @@ def check_principal_angles(fn: Callable[[np.ndarray, np.ndarray], Any], verbose:
                       "only for orthonormal A and B"
             elif np.abs(got - np.degrees(ref)).max() < 1e-6:
                 why = ": return radians, not degrees"
+            elif np.abs(got - np.sort(np.cos(ref))).max() < 1e-6:
+                why = ": those are the cosines of the angles; return the angles themselves (radians)"
             raise Wrong(f"largest error {err:.1e} rad (expected {np.round(ref, 4)})" + why)
         return run
 
@@ -71,7 +77,7 @@ def check_principal_angles(fn: Callable[[np.ndarray, np.ndarray], Any], verbose:
         Case("non-orthonormal inputs (orthonormalize first)", compare(5 * A, mixed)),
         Case("a subspace with itself gives zeros", compare(A, A @ np.diag([2.0, 3.0, 0.5]), tol=1e-7)),
         Case("a nearly parallel line (1e-9 rad: use the sine)", compare(e1, tilted, tol=1e-12)),
-    ], verbose, time_limit)
+    ], verbose, time_limit, off=_OFF_PRINCIPAL_ANGLES)
 
 
 def check_attention_path(fn: Callable[[np.ndarray, np.ndarray, np.ndarray, bool], Any], verbose: bool = True,
@@ -153,7 +159,14 @@ def check_relative_update(fn: Callable[[np.ndarray, np.ndarray, str], Any], verb
             if abs(got - want) < 1e-10 * max(1.0, want):
                 return
             why = ""
-            if layout == "pre-norm" and abs(got - np.linalg.norm(Jc - Js) / np.linalg.norm(Jc)) < 1e-10:
+            fro = np.linalg.norm
+            if abs(got - want**2) < 1e-10 * max(1.0, want):
+                why = ": that is the square of the ratio; use the norms themselves, not their squares"
+            elif abs(got - fro(Jc - Js, 2) / fro(Jc - R, 2)) < 1e-10:
+                why = ": use the Frobenius norm (np.linalg.norm of the matrix), not the spectral norm (ord=2)"
+            elif abs(got - fro(Jc - Js) / fro(Js - R)) < 1e-10:
+                why = ": divide by the in-context update ‖J_ctx − R‖_F, not the single-token one"
+            elif layout == "pre-norm" and abs(got - np.linalg.norm(Jc - Js) / np.linalg.norm(Jc)) < 1e-10:
                 why = ": a pre-norm block's update is J − I (the residual path is not part of it): divide by ‖J_ctx − I‖"
             elif layout == "post-norm" and abs(got - np.linalg.norm(Jc - Js) / np.linalg.norm(Jc - np.eye(d))) < 1e-10:
                 why = ": a post-norm block has no identity path around its norm: divide by ‖J_ctx‖"

@@ -9,8 +9,16 @@ from __future__ import annotations
 
 import torch
 
+from lib.errors import InputError
 from lib.models.families import FAMILIES
-from lib.models.loading import OFFLINE_ALIASES, SUPPORTED_FAMILIES, check_minilm_config, load_hf, resolve_source
+from lib.models.loading import (
+    OFFLINE_ALIASES,
+    SUPPORTED_FAMILIES,
+    check_device,
+    check_minilm_config,
+    load_hf,
+    resolve_source,
+)
 from lib.models.spectral_model import Layer, SpectralModel
 from lib.models.twins import Twins, load_twins
 from lib.models.weights import AttentionWeights, expand_kv
@@ -54,15 +62,17 @@ def load_model(
             "architecture only" control).
         seed: seed of the random initialization.
         dtype: dtype the weights are held in (fp32 by default; bf16 for 7–9B models on a GPU).
-        device: where the model runs (``"cpu"`` or ``"cuda"``).
+        device: where the model runs (``"cpu"``, ``"cuda"``, ``"cuda:N"``); a device this machine lacks is
+            refused (:class:`lib.InputError`) before anything is read.
         allow_pickle: accept ``.bin``/``.pt`` weights (unsafe; refused by default).
         max_memory_bytes: memory budget for the weights (default: 80% of available RAM).
         with_lm_head: load the causal LM with its output head (decoders only); ``hf_model`` is
             then the LM and ``base`` its transformer.
 
     Raises:
-        UnsupportedModelError, ModelNotAvailableError, CheckpointError, UnsafeCheckpointError,
-        ModelTooLargeError: each with a message that says what to do.
+        UnsupportedModelError, ModelNotAvailableError (also for a misspelt alias, with the alias it
+        resembles), CheckpointError, UnsafeCheckpointError, ModelTooLargeError, InputError (a device
+        this machine lacks): each with a message that says what to do.
 
     Example:
         >>> import lib
@@ -74,6 +84,7 @@ def load_model(
         >>> lib.load_model("book-decoder", random_init=True, seed=1).label
         'book-decoder (random init, seed 1)'
     """
+    device = check_device(device)
     folder, label = resolve_source(name, allow_pickle=allow_pickle)
     hf_model, config, family, tokenizer = load_hf(
         folder,
@@ -87,7 +98,10 @@ def load_model(
     )
     if name == "minilm":
         check_minilm_config(config)
-    hf_model.to(device)
+    try:
+        hf_model.to(device)
+    except (AssertionError, RuntimeError) as exc:  # a device torch knows by name but cannot use here
+        raise InputError(f"Could not move {label} to device {str(device)!r}: {exc}. Use device='cpu'.") from exc
     return SpectralModel(
         hf_model, config, family, tokenizer, name=label, random_init=random_init, seed=seed
     )

@@ -7,14 +7,21 @@ error from :mod:`lib.errors` whose message says what to do next, before anything
 * a model too big for the available memory is refused from a parameter count on the meta device;
 * weights that leave part of a block at its random initialization are refused after loading (a hub
   checkpoint's unused head and missing pooler are expected, and not printed as a load report);
-* without network, a hub id that is not cached fails within seconds.
+* without network, a hub id that is not cached fails within seconds;
+* a misspelt offline alias (``"MiniLM"``, ``"minilmm"``, ``"book_decoder"``) is answered with the alias
+  it resembles, without asking the hub; a name that is neither a folder nor a hub id (``"./x"``,
+  ``"~/x"``, ``"a/b/c"``) says so; a name shaped like a hub id (``owner/name``) that is not a folder
+  goes to the hub, and if the hub cannot answer, the message says that no such folder exists either;
+* a device this machine does not have (``"cuda"`` without CUDA) is refused before anything is read.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib.resources
 import json
 import os
+import re
 import socket
 import warnings
 from pathlib import Path
@@ -38,6 +45,8 @@ from lib.models.families import FAMILIES, Family, family_for_model_type
 __all__ = [
     "OFFLINE_ALIASES",
     "SUPPORTED_FAMILIES",
+    "check_device",
+    "close_alias",
     "estimate_weight_bytes",
     "load_hf",
     "minilm_dir",
@@ -75,6 +84,11 @@ def _book_decoder_dir() -> Path:
 
 
 _ALIAS_SOURCES = {"minilm": (minilm_dir, "all-MiniLM-L6-v2"), "book-decoder": (_book_decoder_dir, "book-decoder")}
+_ALIAS_HUB_IDS = {"sentence-transformers/all-minilm-l6-v2": "minilm", "all-minilm-l6-v2": "minilm"}
+"""Hub ids (lower-case) of checkpoints that an offline alias already ships."""
+_ALIAS_CUTOFF = 0.85
+"""``difflib`` similarity above which a name counts as a misspelt alias (``"minilmm"``: 0.92; ``"mini"``: 0.8, not)."""
+_HUB_ID_SHAPE = "hub ids look like 'owner/name' (letters, digits, '-', '_', '.'), e.g. 'openai-community/gpt2'"
 
 
 def _offline_aliases_text() -> str:
@@ -98,9 +112,47 @@ def _network_reachable() -> bool:
         return False
 
 
-def _looks_like_path(name: str) -> bool:
-    """Hub ids are ``name`` or ``owner/name``; anything else is meant as a file-system path."""
-    return name.startswith((".", "/", "~")) or name.count("/") > 1
+def _hub_id_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a hub id (``name`` or ``owner/name``, by the hub's own rules), or ``None`` if it can."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    if name.startswith(("/", "~", "./", "../")):
+        return "it is a file-system path"
+    if name.count("/") > 1:
+        return "a hub id has at most one '/'"
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return "the hub does not accept this name"
+    return None
+
+
+def close_alias(name: str) -> str | None:
+    """The offline alias that ``name`` most likely means, or ``None``.
+
+    Matches ignore case and read ``_``, ``.`` and spaces as ``-`` (``"MiniLM"``, ``"book_decoder"``), then
+    allow a letter or two off (``"minilmm"``, difflib ratio above :data:`_ALIAS_CUTOFF`); the hub ids of the
+    checkpoints an alias ships (``"sentence-transformers/all-MiniLM-L6-v2"``) map to it too.
+    """
+    key = re.sub(r"[\s_.]+", "-", name.strip().lower())
+    if key in _ALIAS_HUB_IDS:
+        return _ALIAS_HUB_IDS[key]
+    if key in _ALIAS_SOURCES:
+        return key
+    close = difflib.get_close_matches(key, list(_ALIAS_SOURCES), n=1, cutoff=_ALIAS_CUTOFF)
+    return close[0] if close else None
+
+
+def _no_folder(name: str) -> str:
+    """``"nothing at <absolute path>"``: where ``name`` was looked for as a folder."""
+    return f"nothing at {Path(name).expanduser().absolute()}"
+
+
+def _alias_hint(name: str) -> str:
+    """A sentence naming the offline alias that ``name`` (or its last part, ``my_models/minilm``) resembles."""
+    alias = close_alias(name) or close_alias(name.rstrip("/").rsplit("/", 1)[-1])
+    return f" Did you mean the offline alias '{alias}'? (load_model('{alias}'))" if alias else ""
 
 
 def _download(repo_id: str, allow_pickle: bool) -> Path:
@@ -124,13 +176,15 @@ def _download(repo_id: str, allow_pickle: bool) -> Path:
             return Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True))
         except (LocalEntryNotFoundError, FileNotFoundError, ValueError) as exc:
             raise ModelNotAvailableError(
-                f"'{repo_id}' is not in the local cache and the hub is switched off (HF_HUB_OFFLINE=1). "
-                f"Offline aliases: {_offline_aliases_text()}. {how_online}"
+                f"'{repo_id}' is neither a folder ({_no_folder(repo_id)}) nor a hub id in the local cache, and the "
+                f"hub is switched off (HF_HUB_OFFLINE=1).{_alias_hint(repo_id)} Offline aliases: "
+                f"{_offline_aliases_text()}. {how_online}"
             ) from exc
     if not _network_reachable():
         raise ModelNotAvailableError(
-            f"Cannot reach the model hub to fetch '{repo_id}' (no network?). "
-            f"Offline aliases: {_offline_aliases_text()}. {how_online}"
+            f"'{repo_id}' is not a folder ({_no_folder(repo_id)}), and the model hub cannot be reached to fetch "
+            f"it as a hub id (no network?); {_HUB_ID_SHAPE}.{_alias_hint(repo_id)} Offline aliases: "
+            f"{_offline_aliases_text()}. {how_online}"
         )
     try:
         return Path(snapshot_download(repo_id, allow_patterns=patterns))
@@ -141,8 +195,9 @@ def _download(repo_id: str, allow_pickle: bool) -> Path:
         ) from exc
     except RepositoryNotFoundError as exc:
         raise ModelNotAvailableError(
-            f"Unknown model id '{repo_id}': no such repository on the hub (check the spelling, e.g. "
-            f"'openai-community/gpt2'). Supported families: {', '.join(SUPPORTED_FAMILIES)}. "
+            f"Unknown model id '{repo_id}': no such repository on the hub, and no such folder either "
+            f"({_no_folder(repo_id)}). Check the spelling: {_HUB_ID_SHAPE}. "
+            f"Supported families: {', '.join(SUPPORTED_FAMILIES)}. "
             f"Offline aliases: {_offline_aliases_text()}."
         ) from exc
     except (HfHubHTTPError, OSError) as exc:
@@ -169,12 +224,50 @@ def resolve_source(name: str, *, allow_pickle: bool = False) -> tuple[Path, str]
     path = Path(name).expanduser()
     if path.is_dir():
         return path, path.name
-    if path.exists() or _looks_like_path(name):
+    if path.exists():
         raise ModelNotAvailableError(
-            f"'{name}' is not a checkpoint directory. Pass a folder with config.json and *.safetensors, "
+            f"'{name}' is a file, not a checkpoint directory. Pass a folder with config.json and *.safetensors, "
             f"a hub id, or an offline alias ({_offline_aliases_text()})."
         )
+    alias = close_alias(name) if "/" not in name else None
+    if alias is not None:
+        raise ModelNotAvailableError(
+            f"'{name}' is not an offline alias (and not a folder: {_no_folder(name)}): did you mean '{alias}'? "
+            f"Aliases are written exactly as listed ({_offline_aliases_text()}); {_HUB_ID_SHAPE}."
+        )
+    problem = _hub_id_problem(name)
+    if problem is not None:
+        raise ModelNotAvailableError(
+            f"'{name}' is not a checkpoint directory ({_no_folder(name)}) and not a hub id ({problem}; "
+            f"{_HUB_ID_SHAPE}). Pass a folder with config.json and *.safetensors, a hub id, or an offline alias "
+            f"({_offline_aliases_text()})."
+        )
     return _download(name, allow_pickle), name
+
+
+def check_device(device: str | torch.device) -> torch.device:
+    """``device`` as a :class:`torch.device`, refused (:class:`InputError`) when this machine lacks it.
+
+    Checked before any weight is read: ``"cuda"`` needs a CUDA build of torch and a visible GPU,
+    ``"cuda:N"`` needs ``N`` below the GPU count, ``"mps"`` Apple's Metal backend.
+    """
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise InputError(f"device must be 'cpu', 'cuda', 'cuda:N' or another torch device, got {device!r}") from exc
+    fallback = "Use device='cpu' (the default) here, or run on a machine that has one."
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            why = ("this torch build has no CUDA support (a CUDA build of torch is installed from "
+                   "https://pytorch.org/get-started/locally/)" if torch.version.cuda is None
+                   else "torch sees no CUDA GPU (torch.cuda.is_available() is False)")
+            raise InputError(f"device={str(device)!r} needs a CUDA GPU, but {why}. {fallback}")
+        count = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= count:
+            raise InputError(f"device={str(device)!r}: this machine has {count} CUDA GPU(s), cuda:0..cuda:{count - 1}.")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise InputError(f"device={str(device)!r} needs Apple's Metal backend, which torch lacks here. {fallback}")
+    return dev
 
 
 def read_config(folder: Path) -> Any:

@@ -168,7 +168,7 @@ class SpectralModel:
         return int(n) if n else None
 
     def encode(self, text: str) -> dict[str, Any]:
-        """Tokenize one text, truncating to :attr:`max_length` with a warning.
+        """Tokenize one text, truncating to :attr:`max_length` with one warning (transformers' own is silenced).
 
         Returns:
             ``{"input_ids": LongTensor (n,), "tokens": list[str], "special": BoolTensor (n,)}``;
@@ -178,7 +178,9 @@ class SpectralModel:
             raise InputError(f"{self.label} has no tokenizer; pass input_ids to hidden_states instead of texts.")
         if not isinstance(text, str):
             raise InputTypeError(f"texts must be strings, got {type(text).__name__}")
-        enc = self.tokenizer(text, add_special_tokens=True, return_special_tokens_mask=True)
+        # verbose=False: transformers' own "longer than the maximum ... will result in indexing errors" is
+        # not true here (the text is truncated below, with the one warning that says so)
+        enc = self.tokenizer(text, add_special_tokens=True, return_special_tokens_mask=True, verbose=False)
         ids = enc["input_ids"]
         special = enc["special_tokens_mask"]
         self._warn_unknown(text, ids)
@@ -221,6 +223,19 @@ class SpectralModel:
         """
         if input_ids.dim() != 1 or input_ids.numel() == 0:
             raise InputError(f"input_ids must be a non-empty 1-D tensor, got shape {tuple(input_ids.shape)}")
+        return self.hidden_states_batch(input_ids[None])[:, 0]
+
+    @torch.no_grad()
+    def hidden_states_batch(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Residual streams of ``B`` sequences of the same length ``n`` in one pass: float64 ``(L+1, B, n, d)``.
+
+        The same entries as :meth:`hidden_states_ids` (which is this pass with ``B = 1``) for each row of
+        ``input_ids`` ``(B, n)`` (no padding, so no attention mask is needed). One batched pass instead of
+        ``B`` is several times faster on a CPU, and agrees with the one-sequence passes to float32 rounding
+        (the matrix products block differently), not bitwise.
+        """
+        if input_ids.dim() != 2 or input_ids.numel() == 0:
+            raise InputError(f"input_ids must be a non-empty 2-D tensor (B, n), got shape {tuple(input_ids.shape)}")
         outputs: list[torch.Tensor] = []
 
         def hook(_mod: nn.Module, _args: Any, out: Any) -> None:
@@ -229,14 +244,13 @@ class SpectralModel:
         handles = [m.register_forward_hook(hook) for m in {id(b): b for b in self.blocks}.values()]
         try:
             device = next(self.hf_model.parameters()).device
-            res = self.base(input_ids=input_ids[None].to(device), output_hidden_states=True, use_cache=False)
+            res = self.base(input_ids=input_ids.to(device), output_hidden_states=True, use_cache=False)
         finally:
             for h in handles:
                 h.remove()
         if len(outputs) != self.n_layers:
             raise RuntimeError(f"expected {self.n_layers} block outputs, hooks saw {len(outputs)}")
-        stream = [res.hidden_states[0]] + outputs
-        return torch.cat(stream, dim=0).to(device="cpu", dtype=torch.float64)
+        return torch.stack([res.hidden_states[0], *outputs]).to(device="cpu", dtype=torch.float64)
 
     def hidden_states(self, texts: str | Sequence[str], *, progress: bool | None = None) -> list[torch.Tensor]:
         """The residual stream of each text from a real forward pass.

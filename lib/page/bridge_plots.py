@@ -21,10 +21,10 @@ __all__ = ["REFERENCE_COLOR", "angle_chart", "context_chart", "gamma_chart", "pe
 
 _LEGEND = alt.Legend(orient="bottom", columns=3, title=None, symbolOpacity=1)
 REFERENCE_COLOR = "#000000"
-"""Reference lines (ratio 1, chance level 1): black, dashed."""
+"""Reference lines (half of the update, chance level 1): black, dashed."""
 
 _TITLES = {
-    "share": "Size of the attention path relative to the block update",
+    "share": "The attention path's share of the block update, on a single token and in context",
     "angle": "Smallest principal angle between v₁(Fₜ) and the Jacobian's subspaces",
     "rates": "Gap ratio of Fₜ against three properties of J̄ₜ, one point per layer",
     "context": "Single-token against in-context Jacobian, per layer",
@@ -33,8 +33,8 @@ _TITLES = {
 }
 """Each chart's default title."""
 _DESCRIPTIONS = {
-    "share": "Per layer, the attention path's share ‖J̄_F‖/‖Ū‖ of the block update with its bootstrap "
-             "interval, for trained models and their random-init twins.",
+    "share": "Per layer, the attention path's projection share ⟨J̄_A, Ū⟩/‖Ū‖² of the block update with its "
+             "bootstrap interval, on a single token and in context, for trained models and their twins.",
     "angle": "Per layer and Jacobian subspace, the smallest principal angle θ₁ between v₁(Fₜ) and the "
              "subspace, against the 5% quantile of chance, for trained models and their twins.",
     "rates": "Scatter of Fₜ's gap ratio against ρ(J̄), δ_H and erank(J̄), one point per layer of each "
@@ -73,19 +73,26 @@ def _colour(field: str, values: Iterable[object], refs: Mapping[str, str] | None
 
 def share_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
                 description: str | None = None) -> alt.TopLevelMixin:
-    """``share`` (‖J̄_F‖/‖Ū‖) per layer with its bootstrap interval, one panel per model; dashed line at 1."""
-    one = "ratio 1: the update is all attention path"
+    """The attention path's projection share ``attn`` = ⟨J̄_A, Ū⟩/‖Ū‖² per layer with its bootstrap interval
+    (``attn_lo``/``attn_hi``): one column per model, one row per ``protocol`` (single token, in context;
+    :func:`lib.bridge_views.share_both`); a dashed line at ½, where the attention path carries half the
+    update."""
+    half = "½: half of the update"
     order = series_order(df.series)
     base = alt.Chart().encode(x=alt.X("layer:O", title="layer"), xOffset=alt.XOffset("series:N", sort=order),
-                              color=_colour("series", df.series, {one: REFERENCE_COLOR}))
+                              color=_colour("series", df.series, {half: REFERENCE_COLOR}))
     pts = base.mark_point(filled=True).encode(
-        y=alt.Y("share:Q", title="‖J̄_F‖ / ‖Ū‖"),
-        tooltip=["series:N", "layer:O", alt.Tooltip("share:Q", format=".3f"), alt.Tooltip("lo:Q", format=".3f"),
-                 alt.Tooltip("hi:Q", format=".3f"), alt.Tooltip("sigma_share:Q", format=".3f")])
-    bars = base.mark_rule().encode(y="lo:Q", y2="hi:Q")
-    ref = alt.Chart().mark_rule(strokeDash=[4, 3]).encode(y=alt.datum(1.0), color=alt.datum(one))
-    chart = alt.layer(bars, pts, ref, data=df).properties(width=250, height=200).facet(
-        column=alt.Column("model:N", title=None)).resolve_scale(y="independent")
+        y=alt.Y("attn:Q", title="⟨J̄_A, Ū⟩ / ‖Ū‖²"),
+        tooltip=["series:N", "protocol:N", "layer:O", alt.Tooltip("attn:Q", format=".3f"),
+                 alt.Tooltip("attn_lo:Q", format=".3f"), alt.Tooltip("attn_hi:Q", format=".3f"),
+                 alt.Tooltip("size_attn:Q", format=".3f"), alt.Tooltip("size_avoid:Q", format=".3f")])
+    bars = base.mark_rule().encode(y="attn_lo:Q", y2="attn_hi:Q")
+    ref = alt.Chart().mark_rule(strokeDash=[4, 3]).encode(y=alt.datum(0.5), color=alt.datum(half))
+    chart = alt.layer(bars, pts, ref, data=df).properties(width=250, height=160).facet(
+        column=alt.Column("model:N", title=None, sort=list(pd.unique(df.model))),
+        row=alt.Row("protocol:N", title=None, sort=list(pd.unique(df.protocol)),
+                    header=alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start",
+                                      labelFontWeight="bold")))
     return _titled(chart, "share", model, title, description)
 
 

@@ -16,7 +16,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from lib import in_book_build
+from lib.config import in_book_build
 
 __all__ = ["BOOK_THEME", "EIGEN_COLORS", "NULL_COLOR", "OFFLINE_RENDERER", "OTHER_COLORS", "RANDOM_COLORS", "SUBTITLE_CHARS",
            "TRAINED_COLOR", "configure_renderer", "eigenvalue_chart", "model_color", "model_kind", "model_palette",
