@@ -1125,7 +1125,8 @@ def steering_findings(steer: pd.DataFrame, models: str, alphas: Sequence[float])
 _LABELS: dict[str, dict[str, str]] = {
     "share": {"model": "model", "series": "weights", "protocol": "protocol", "layer": "layer",
               "attn": "attention path: ⟨J̄_A, Ū⟩ / ‖Ū‖²", "ci": "95% CI", "value": "of it, own value path",
-              "softmax": "of it, softmax paths", "avoid": "path that avoids attention", "size_attn": "‖J̄_A‖ / ‖Ū‖",
+              "softmax": "of it, softmax paths", "avoid": "the rest: ⟨Ū − J̄_A, Ū⟩ / ‖Ū‖²",
+              "size_attn": "‖J̄_A‖ / ‖Ū‖",
               "size_avoid": "‖Ū − J̄_A‖ / ‖Ū‖", "sigma_size": "σ₁(J̄_F) / σ₁(Ū)"},
     "angles": {"model": "model", "target": "Jacobian subspace", "series": "weights",
                "layers_aligned": "layers closer than chance (FDR 5%)", "n": "layers (all seeds)",
