@@ -36,7 +36,7 @@ DEFAULT_BUDGET_S = 60
 
 def notebook_pages() -> list[Path]:
     """The notebook pages of the table of contents, in order."""
-    from lib.build_info import is_notebook, toc_pages
+    from lib.page.build_info import is_notebook, toc_pages
 
     pages = [ROOT / f"{page}.md" for page in toc_pages(ROOT)]
     return [p for p in pages if is_notebook(p)]

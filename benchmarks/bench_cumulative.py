@@ -1,6 +1,6 @@
-"""Benchmark of :func:`lib.cumulative.cumulative_effective_rank` (not a test).
+"""Benchmark of :func:`lib.linalg.cumulative.cumulative_effective_rank` (not a test).
 
-Baseline: :func:`lib.nonnormal.cumulative_product`, the dense float64 §4.4 loop (a full NumPy SVD
+Baseline: :func:`lib.linalg.nonnormal.cumulative_product`, the dense float64 §4.4 loop (a full NumPy SVD
 of the ``d × d`` product at every step, truncation by that SVD). Inputs: ``L`` residual-style
 blocks ``J_l = I + A_l`` with non-normal, rank-graded updates (``A_l = 0.6 · G D H / d``, ``D`` a
 decaying diagonal), like mean block Jacobians. Kernels:
@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from benchmarks import compare, fit_exponent, format_table
-from lib import nonnormal
-from lib.cumulative import cumulative_effective_rank
+from lib.linalg import nonnormal
+from lib.linalg.cumulative import cumulative_effective_rank
 
 
 def residual_blocks(L: int, d: int, seed: int = 0) -> torch.Tensor:
@@ -80,7 +80,7 @@ def run(quick: bool = False, with_4096: bool = False, verbose: bool = True, devi
 
 def report(out: dict) -> str:
     rows = [dict(kernel=k, **v) for k, v in out.items() if isinstance(v, dict) and "time_s" in v]
-    t1 = format_table("cumulative-product erank vs lib.nonnormal.cumulative_product (full SVD per step)", rows, [
+    t1 = format_table("cumulative-product erank vs lib.linalg.nonnormal.cumulative_product (full SVD per step)", rows, [
         ("kernel", "kernel", "s"), ("size", "size", "s"), ("time_s", "fast s", ".2f"), ("baseline_s", "ref s", ".2f"),
         ("ratio", "ratio", ".1f"), ("erank_rel_err", "erank rel err", ".1e"), ("first_truncation", "first trunc.", "s"),
         ("peak_mb", "peak MB", ".0f")])

@@ -1,4 +1,4 @@
-"""Benchmark of :func:`lib.dynamics.simulate` (not a test).
+"""Benchmark of :func:`lib.theory.dynamics.simulate` (not a test).
 
 Times the simplified layer at n = 512 tokens, d = 768, 12 heads, 100 steps (float64, CPU), then sweeps
 n and d to check that the cost grows as predicted: per step about ``2 n² H d_h`` multiply-adds for the
@@ -21,7 +21,7 @@ import numpy as np
 import psutil
 import torch
 
-from lib import dynamics, toys
+from lib.theory import dynamics, toys
 
 
 def _weights(d: int, heads: int, seed: int = 0):

@@ -1,4 +1,4 @@
-"""Benchmark of :func:`lib.topk_eig.topk_eig` against ``torch.linalg.eig`` per matrix (not a test).
+"""Benchmark of :func:`lib.linalg.topk_eig.topk_eig` against ``torch.linalg.eig`` per matrix (not a test).
 
 Kernels (k = 8 leading eigenpairs, float64, interleaved medians, eigenvalues checked against the
 baseline's, sorted by the book's convention, to ``1e-8 · |λ_1|``):
@@ -10,7 +10,7 @@ baseline's, sorted by the book's convention, to ``1e-8 · |λ_1|``):
   outliers, the top eigenvalues sit on the edge of the circular law with tiny gaps.
 * ``topk_eig_minilm``: MiniLM's 6 layer matrices ``F = OV`` (d = 384).
 * ``eigvals_stack_d1024``: *all* eigenvalues of 8 Gaussian matrices, d = 1024, float64 on the host:
-  :func:`lib.spectra.eigvals` (one matrix per core, :mod:`lib.parallel`) against a loop of
+  :func:`lib.linalg.spectra.eigvals` (one matrix per core, :mod:`lib.parallel`) against a loop of
   ``np.linalg.eigvals`` with BLAS allowed every core (what one would write); values compared.
 * ``eig_scaling``: time against d (256 … 2048; 4096 with ``with_4096``) for both methods on 2
   trained-like matrices, with the fitted exponents (dense ``eig`` ~ d³; the Krylov method
@@ -26,10 +26,11 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from benchmarks import compare, fit_exponent, format_table
-from lib import spectra, toys
+from lib.linalg import spectra
+from lib.linalg.spectra import sort_order
+from lib.linalg.topk_eig import topk_eig
 from lib.parallel import available_cores
-from lib.spectra import sort_order
-from lib.topk_eig import topk_eig
+from lib.theory import toys
 
 K = 8
 PLANTED = [3.0, -2.6, complex(2.2, 0.9), 1.9, complex(-1.5, 1.0), 1.3]  # 8 eigenvalues with the pairs
@@ -78,7 +79,7 @@ def bench_topk(name: str, A: torch.Tensor, repeats: int) -> dict:
 
 
 def bench_stack_eigvals(A: np.ndarray, repeats: int) -> dict:
-    """All eigenvalues of a host stack: :func:`lib.spectra.eigvals` vs a serial loop (BLAS on every core)."""
+    """All eigenvalues of a host stack: :func:`lib.linalg.spectra.eigvals` vs a serial loop (BLAS on every core)."""
     cores = available_cores()
 
     def loop() -> list[np.ndarray]:
@@ -153,7 +154,7 @@ def report(out: dict) -> str:
         ("ratio", "ratio", ".1f"), ("eig_rel_err", "max rel err", ".1e"), ("max_residual", "max resid", ".1e"),
         ("matvecs_per_matrix", "matvecs", ".0f"), ("peak_mb", "peak MB", ".0f")])
     st = out.get("eigvals_stack_d1024", {})
-    t0 = format_table("all eigenvalues of a stack: lib.spectra.eigvals (one matrix per core) vs a serial loop",
+    t0 = format_table("all eigenvalues of a stack: lib.linalg.spectra.eigvals (one matrix per core) vs a serial loop",
                       [dict(kernel="eigvals_stack_d1024", **st)] if "time_s" in st else [], [
         ("kernel", "kernel", "s"), ("size", "size", "s"), ("cores", "cores", "d"), ("time_s", "parallel s", ".2f"),
         ("baseline_s", "loop s", ".2f"), ("ratio", "ratio", ".2f"), ("eig_rel_err", "max rel err", ".1e")])

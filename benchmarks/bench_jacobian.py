@@ -1,11 +1,11 @@
-"""Benchmark of :mod:`lib.jacobian` (not a test): single-token block Jacobians against the naive loop.
+"""Benchmark of :mod:`lib.jacobians.sweep` (not a test): single-token block Jacobians against the naive loop.
 
 Models: MiniLM (d = 384), a random-init GPT-2-small-shaped config (d = 768, 12 heads, d_ff = 3072)
 and a random-init Llama-shaped config (d = 2048, 16 heads, 4 KV heads, d_ff = 5632, SwiGLU). For
 block 1 at ``P`` residual vectors, one run measures side by side:
 
-* the kernel, :func:`lib.jacobian.layer_jacobians` with its default ``method="closed"``
-  (:mod:`lib.jacobian_closed`: the Jacobian formed from its factors, no autodiff);
+* the kernel, :func:`lib.jacobians.sweep.layer_jacobians` with its default ``method="closed"``
+  (:mod:`lib.jacobians.single_token`: the Jacobian formed from its factors, no autodiff);
 * the baseline: a Python loop over prompts of ``torch.autograd.functional.jacobian`` (its default,
   one backward pass per output coordinate), the straightforward way (target ≥ 10× on CPU, results
   equal to 1e-5 relative);
@@ -33,8 +33,8 @@ import torch
 
 import lib
 from benchmarks import compare, fit_exponent, format_table, sync
-from lib import jacobian as jac
-from lib import jacobian_closed
+from lib.jacobians import single_token
+from lib.jacobians import sweep as jac
 
 
 def _random_model(config, device: str = "cpu"):
@@ -104,7 +104,7 @@ def bench_one(model, P: int, t: int = 1, repeats: int = 3) -> dict:
     with torch.no_grad():
         batch = X.repeat_interleave(d, 0)
         floor = min(_timed(lambda: f(batch), device) for _ in range(2))
-    achieved = jacobian_closed.flops(d, jac.mlp_width(model), P) / r["time_s"]
+    achieved = single_token.flops(d, jac.mlp_width(model), P) / r["time_s"]
     rate = matmul_rate(d, jac.mlp_width(model), device)
     return {"size": f"d={d}, P={P}", "d": d, "prompts": P, **r, "max_rel_diff": rel, "autodiff_s": autodiff,
             "gflops": achieved / 1e9, "matmul_gflops": rate / 1e9, "fraction_of_matmul": achieved / rate,

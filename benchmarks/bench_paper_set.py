@@ -1,13 +1,13 @@
 """Time of chapter 3's real-model section on the paper's whole model set (not a test).
 
-With network, ``SPECTRAL_BOOK_REAL_MODELS=1`` makes chapter 3 run :func:`lib.real_models.run_paper_model`
+With network, ``SPECTRAL_BOOK_REAL_MODELS=1`` makes chapter 3 run :func:`lib.chapters.real_models.run_paper_model`
 on ALBERT v2 base/large/xlarge/xxlarge, BERT base, GPT-2 small and GPT-Neo 125M. The time of that
 analysis depends on the shapes, not on the trained values, so this benchmark measures it offline on
 **random-init twins** of exactly those configurations (public config values, written here), each
 given a tokenizer (MiniLM's WordPiece, shipped offline; vocabularies are widened to hold its ids) so
 that the token experiments run too. Every twin goes through the same ``run_paper_model`` call as
 the chapter, on the chapter's prompt set, and is timed next to the chapter's own estimate
-(:func:`lib.real_models.estimate_seconds`, printed before a real run on a CPU).
+(:func:`lib.chapters.real_models.estimate_seconds`, printed before a real run on a CPU).
 
 The eigendecompositions are float64 LAPACK on the host by the book's conventions, so a GPU speeds up
 only the forward passes and the simplified iterations.
@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 
 from benchmarks import format_table, sync
-from lib.prompts import prompts
-from lib import real_models as rm
+from lib.chapters import real_models as rm
+from lib.models.prompts import prompts
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 WORDPIECE_VOCAB = 30522

@@ -1,7 +1,7 @@
 """Full-model sweep of a Llama-3.1-8B-shaped random-init model (not a test; needs a GPU).
 
 The book's residual-stream analysis at the scale of the paper: for every one of the 32 blocks, the
-single-token Jacobians at 64 prompts' last-token residuals (:func:`lib.jacobian.sweep`, closed form)
+single-token Jacobians at 64 prompts' last-token residuals (:func:`lib.jacobians.sweep.sweep`, closed form)
 and the eigenvalues of every layer's mean Jacobian. Target (issue #7): under 5 minutes on one H200.
 
 Shape (Llama-3.1-8B's config): d = 4096, d_ff = 14336, 32 layers, 32 query heads and 8 KV heads of
@@ -10,10 +10,10 @@ the device (the time of every step here depends on the shapes, not on trained va
 default. Prompts: random token ids (length 32), since a random-init model has no use for text.
 
 Reported separately: building the model, the forward passes for the inputs, the Jacobian sweep,
-the full spectra of the float64 mean Jacobians (:func:`lib.spectra.eigvals`: float64 LAPACK on the
+the full spectra of the float64 mean Jacobians (:func:`lib.linalg.spectra.eigvals`: float64 LAPACK on the
 host, as every eigenvalue the book shows, one layer per host core), for comparison
 ``torch.linalg.eigvals`` of one layer on the device, and the leading eigenvalues only
-(:func:`lib.topk_eig.topk_eig`, k = 8, on the device), with the peak memory. The total counts the
+(:func:`lib.linalg.topk_eig.topk_eig`, k = 8, on the device), with the peak memory. The total counts the
 inputs, the Jacobians and the full spectra.
 
 Run on a GPU machine: ``python -m benchmarks --device cuda --only bench_sweep``. On the CPU only
@@ -28,8 +28,8 @@ import time
 import torch
 
 from benchmarks import PeakMemory, sync
-from lib import jacobian as jac
-from lib import spectra
+from lib.jacobians import sweep as jac
+from lib.linalg import spectra
 from lib.parallel import available_cores
 
 FULL = dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
@@ -75,7 +75,7 @@ def _step(fn, device) -> tuple[object, float]:
 
 def run(quick: bool = False, verbose: bool = True, device: str = "cpu", prompts: int | None = None) -> dict:
     """The sweep; returns ``{"sweep_llama8b_shaped": {...}}`` (``"status": "skipped"`` on a CPU without ``quick``)."""
-    from lib.topk_eig import topk_eig
+    from lib.linalg.topk_eig import topk_eig
 
     shape = QUICK if quick else FULL
     P = prompts or (8 if quick else 64)

@@ -101,7 +101,7 @@ kernelspec:
 
 def toc_pages() -> list[str]:
     """Every page of the table of contents, as ``book/<name>`` without suffix, in order."""
-    from lib.build_info import toc_pages as pages
+    from lib.page.build_info import toc_pages as pages
 
     return pages(ROOT)
 

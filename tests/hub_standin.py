@@ -54,7 +54,7 @@ PAPER_FAMILIES: dict[str, str] = {
     "openai-community/gpt2": "gpt2",
     "EleutherAI/gpt-neo-125m": "gpt_neo",
 }
-"""The papers' hub ids (``lib.real_models.PAPER_MODELS``) and the family each checkpoint belongs to."""
+"""The papers' hub ids (``lib.chapters.real_models.PAPER_MODELS``) and the family each checkpoint belongs to."""
 
 GATED_ID = "meta-llama/Llama-3.2-1B"
 """A gated repo (as on the hub): its files are listed, but fetching one needs accepted access."""
@@ -75,7 +75,7 @@ def _tokenizer(family: str):
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
     from transformers import AlbertTokenizer, BertTokenizer, GPT2Tokenizer
 
-    from lib.prompts import prompts
+    from lib.models.prompts import prompts
 
     corpus, size = prompts(), 2000
     if family == "bert":

@@ -9,8 +9,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib import alignment_stats as als
-from lib import dynamics, spectra, toys
+from lib.linalg import spectra
+from lib.methods import alignment as als
+from lib.theory import dynamics, toys
 
 
 def _loop_reference(trajs, bases):
@@ -66,7 +67,7 @@ def test_alignment_is_scale_and_sign_invariant(seed, scale):
     a = als.gamma_rho(ts, B, n_boot=0)
     b = als.gamma_rho(ts2, -B, n_boot=0)
     np.testing.assert_allclose(a[["gamma", "gamma_in", "rho"]], b[["gamma", "gamma_in", "rho"]], rtol=1e-12)
-    # k = 1 agrees with lib.spectra.alignment
+    # k = 1 agrees with lib.linalg.spectra.alignment
     np.testing.assert_allclose(als.step_alignment(ts, B), spectra.alignment(ts.states, B[:, 0]), rtol=1e-12)
 
 
@@ -177,7 +178,7 @@ def test_uniform_attention_toy_rho_is_one_when_gap_positive():
     df = als.gamma_rho(ts, eb, n_boot=0)
     assert df.rho.tolist() == [1.0] * 8
     # γ_t equals the power method's alignment after t+1 steps
-    from lib.power import power_method
+    from lib.linalg.power import power_method
 
     pm = power_method(F, x, 8)
     np.testing.assert_allclose(df.gamma, spectra.alignment(pm[1:], p.vector), rtol=1e-10)
@@ -281,7 +282,7 @@ def test_null_rho_is_a_strict_increase_and_empirical_p():
 
 
 def test_random_null_q_values_are_bh_across_layers():
-    from lib.topology import benjamini_hochberg
+    from lib.methods.topology import benjamini_hochberg
 
     rng = np.random.default_rng(5)
     trajs = _random_trajs(rng, P=6, T=4, d=9)
@@ -461,8 +462,8 @@ def test_null_range_diagonal_wins_and_range_position():
 
 
 def test_fitted_rate_interval_against_a_loop_over_resamples():
-    """The vectorised refit equals lib.power.fitted_ratio on each resampled mean curve (same draws)."""
-    from lib.power import fitted_ratio
+    """The vectorised refit equals lib.linalg.power.fitted_ratio on each resampled mean curve (same draws)."""
+    from lib.linalg.power import fitted_ratio
 
     rng = np.random.default_rng(3)
     P, T = 7, 40

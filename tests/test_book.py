@@ -8,7 +8,7 @@ import pytest
 from bs4 import BeautifulSoup
 from conftest import ROOT, toc_pages
 
-from lib.build_info import is_notebook
+from lib.page.build_info import is_notebook
 
 pytestmark = pytest.mark.slow
 

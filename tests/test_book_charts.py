@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from conftest import ROOT, toc_pages
 
-from lib.build_info import is_notebook
+from lib.page.build_info import is_notebook
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""Chapter 6 (lib.bridge, lib.bridge_views): the closed form split at F, principal angles, nulls, in-context Jacobians."""
+"""Chapter 6 (lib.methods.bridge, lib.chapters.two_views): the closed form split at F, principal angles, nulls, in-context Jacobians."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from conftest import FAMILIES
 from tiny_models import block_inputs, fp64_tolerance
 
 import lib
-from lib import bridge as br
-from lib import bridge_views as bv
-from lib import jacobian as jac
-from lib import jacobian_context as jcx
-from lib import nonnormal as nn
-from lib import steering
+from lib.chapters import two_views as bv
+from lib.jacobians import in_context as jcx
+from lib.jacobians import sweep as jac
+from lib.linalg import nonnormal as nn
+from lib.methods import bridge as br
+from lib.methods import steering
 
 
 def _attention_output_module(model, t):
@@ -279,7 +279,7 @@ def test_six_layers_under_bh_over_twelve_tests_pass_only_a_perfect_ordering():
 
 
 def test_bh_reject_is_benjamini_hochberg_batched():
-    from lib.topology import benjamini_hochberg
+    from lib.methods.topology import benjamini_hochberg
 
     P = np.random.default_rng(5).random((200, 12)) ** 3
     np.testing.assert_array_equal(br.bh_reject(P), np.array([benjamini_hochberg(row) <= 0.05 for row in P]))
@@ -376,7 +376,7 @@ def test_steering_views_intervals_over_prompts(tiny64):
     out = bv.steering_views_at(model, u, [0, 5], X, H, n_boot=100)
     t = model.n_layers - 1
     for k, alpha in enumerate([0, 5]):
-        with steering.maybe_steer(model, u, alpha, radius=float(lib.spectra.spectral_radius(
+        with steering.maybe_steer(model, u, alpha, radius=float(lib.linalg.spectra.spectral_radius(
                 model.layer(t).attention.layer_matrix()))), torch.no_grad():
             o = np.concatenate([model.layer(t)(h[t]).numpy() for h in H])
         pooled = np.mean(np.abs(o @ u) / np.linalg.norm(o, axis=1))

@@ -1,4 +1,4 @@
-"""Chapter 6's models at once (lib.bridge_views.TwinViews) and the numbers its prose states (the *_findings).
+"""Chapter 6's models at once (lib.chapters.two_views.TwinViews) and the numbers its prose states (the *_findings).
 
 The findings functions turn the chapter's long tables into the glued numbers and the Results-page verdicts;
 they are checked here on small synthetic tables whose answers are known, one verdict branch at a time.
@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 import lib
-from lib import bridge_views as bv
-from lib.decoder.language import prompts
-from lib.results import VERDICTS
+from lib.chapters import two_views as bv
+from lib.models.decoder.language import prompts
+from lib.page.claims import VERDICTS
 
 KEYS = ("MiniLM", "decoder")
 SERIES = ("trained", "random init, seed 0", "random init, seed 1")
@@ -111,7 +111,7 @@ def test_share_findings_numbers_and_verdicts():
     m = np.median(0.8 + 0.01 * np.arange(6))
     assert f.numbers["sh_med_tr_decoder"] == f"{m:.2f} [{m - 0.05:.2f}, {m + 0.05:.2f}]"
     assert f.numbers["sz_tr_MiniLM"] == f"{np.sqrt(0.8):.2f}–{np.sqrt(0.85):.2f}"
-    half = lib.tables.value_range((0.8 + 0.01 * np.arange(6)) / 2)
+    half = lib.page.tables.value_range((0.8 + 0.01 * np.arange(6)) / 2)
     assert f.numbers["cxs_val_MiniLM"] == half and f.numbers["cxs_soft_decoder"] == half
     assert f.claim["models"] == "some models" and f.claim["verdict"] == "reproduced"
     assert (f"MiniLM single token: ⟨J̄_A, Ū⟩/‖Ū‖² median {m:.2f} [{m - 0.05:.2f}, {m + 0.05:.2f}] trained, "
@@ -280,7 +280,7 @@ def test_gamma_summary_and_findings():
     assert (row.gamma_above_null, row.layers) == (6, 6)
     np.testing.assert_allclose([row.gamma_over_chance_min, row.gamma_over_chance_max], [2, 12])
     f = bv.gamma_findings(gam, {"MiniLM": 384, "decoder": 128}, "m")
-    assert f.numbers["ch_ml_1"] == f"{lib.alignment_stats.baseline_subspace(384, 1):.4f}"
+    assert f.numbers["ch_ml_1"] == f"{lib.methods.alignment.baseline_subspace(384, 1):.4f}"
     assert f.numbers["g4_decoder_J_ratio"] == "2.00–12.00" and f.numbers["g4_MiniLM_F_g"] == "0 of 6"
     assert f.numbers["g4_MiniLM_Jwins"] == "6 of 6"
     assert (f.numbers["g4_sigF"], f.numbers["g4_sigJ"], f.numbers["g4_sigJ_rd"]) == ("0 of 12", "12 of 12", "0 of 24")
@@ -372,7 +372,7 @@ def test_readable_tables_have_words_for_headers():
 
 def test_findings_glue_every_number_and_return_the_claim(monkeypatch):
     glued = {}
-    monkeypatch.setattr("lib.prose.glue", lambda name, value, display=False: glued.__setitem__(name, value))
+    monkeypatch.setattr("lib.page.prose.glue", lambda name, value, display=False: glued.__setitem__(name, value))
     f = bv.share_findings(*_share(0.8, 0.2), "m")
     assert f.glue() is f.claim and glued == f.numbers
     assert set(f.claim) == {"models", "measured", "verdict"} and f.claim["verdict"] in VERDICTS

@@ -1,4 +1,4 @@
-"""Chapter 6's charts (lib.page.bridge_plots) in the book's style: trained and random-init twins in the book's
+"""Chapter 6's charts (lib.page.two_views) in the book's style: trained and random-init twins in the book's
 colours, a legend entry for every null, chance level and reference line, a description, no TeX, facets that split
 all their data."""
 
@@ -12,8 +12,8 @@ import pytest
 from test_book_charts import _nodes
 from test_bridge_findings import _angles, _context, _rates, _share, _steer
 
-from lib import bridge_views as bv
-from lib.page import bridge_plots as bp
+from lib.chapters import two_views as bv
+from lib.page import two_views as bp
 from lib.page.plotting import NULL_COLOR, RANDOM_COLORS, TRAINED_COLOR
 
 

@@ -147,7 +147,7 @@ import altair as alt
 import pandas as pd
 
 from lib.page import figures
-from lib.prose import glue
+from lib.page.prose import glue
 
 figures.set_chapter(1)
 glue("ratio_txt", f"{0.5:.3f}")

@@ -1,6 +1,6 @@
-"""lib.cumulative: the fast cumulative-product erank equals the dense float64 reference.
+"""lib.linalg.cumulative: the fast cumulative-product erank equals the dense float64 reference.
 
-The reference is :func:`lib.nonnormal.cumulative_product` (full SVD and truncation at every step,
+The reference is :func:`lib.linalg.nonnormal.cumulative_product` (full SVD and truncation at every step,
 residual-jacobian §4.4).
 """
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from lib import nonnormal
-from lib.cumulative import cumulative_effective_rank, erank_from_singular_values
+from lib.linalg import nonnormal
+from lib.linalg.cumulative import cumulative_effective_rank, erank_from_singular_values
 
 
 def _jacobian_like(L, d, seed, scale=0.6):

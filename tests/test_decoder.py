@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import lib
-from lib import decoder
-from lib.decoder import language
+from lib.models import decoder
+from lib.models.decoder import language
 
 
 @pytest.fixture(scope="module")

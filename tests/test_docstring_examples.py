@@ -23,7 +23,7 @@ def _examples() -> list[doctest.DocTest]:
     finder = doctest.DocTestFinder(exclude_empty=True)
     tests = []
     for name in _modules():
-        if name.startswith("lib.decoder.train"):  # a training script: importing it is fine, but nothing to run
+        if name.startswith("lib.models.decoder.train"):  # a training script: importing it is fine, but nothing to run
             continue
         module = importlib.import_module(name)
         tests += [t for t in finder.find(module, name) if t.examples]
@@ -35,7 +35,7 @@ EXAMPLES = _examples()
 
 def test_the_main_entry_points_have_an_example():
     have = {t.name for t in EXAMPLES}
-    for name in ("lib.models.load_model", "lib.steering.steer", "lib.dynamics.simulate", "lib.topk_eig.topk_eig"):
+    for name in ("lib.models.load_model", "lib.methods.steering.steer", "lib.theory.dynamics.simulate", "lib.linalg.topk_eig.topk_eig"):
         assert name in have, f"{name} has no Example: in its docstring"
 
 

@@ -1,4 +1,4 @@
-"""lib.dynamics against a slow, obviously-correct reference (explicit loops over tokens and heads)."""
+"""lib.theory.dynamics against a slow, obviously-correct reference (explicit loops over tokens and heads)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from lib import dynamics
 from lib.models.weights import AttentionWeights
+from lib.theory import dynamics
 
 
 def random_weights(rng, d, H, dh, *, biases=False, causal=False, window=None, scale=None):
@@ -211,9 +211,10 @@ def test_per_batch_beta():
         torch.testing.assert_close(got[:, j], dynamics.simulate(w, X, 4, beta=b), rtol=1e-12, atol=1e-12)
 
 
-# -- the experiments of chapters 1 and 2 (lib.dynamics' toy-weight helpers) ------------------------------------------
-from lib import alignment_stats as als  # noqa: E402
-from lib import power, spectra, toys  # noqa: E402
+# -- the experiments of chapters 1 and 2 (lib.theory.dynamics' toy-weight helpers) ------------------------------------------
+from lib.linalg import power, spectra
+from lib.methods import alignment as als  # noqa: E402
+from lib.theory import toys  # noqa: E402
 
 
 def _toy(d=16, gap=0.6, seed=0, heads=4):

@@ -275,7 +275,7 @@ def schur_normal_naive(M):
 
 
 def test_naive_schur_control_keeps_the_spectrum_but_is_not_normal():
-    from lib import nonnormal as nn
+    from lib.linalg import nonnormal as nn
 
     rng = np.random.default_rng(0)
     M = np.eye(30) + rng.standard_normal((30, 30)) / np.sqrt(30)
@@ -633,10 +633,14 @@ def test_no_solution_is_printed_in_the_chapter_body(chapter):
 # -- the library's own version of what an exercise asks for is off while the student's code runs ------------------------
 def _off_cases():
     """(checker, extra arguments, a one-line call of the library's own version, the name it must give)."""
-    import lib.nonnormal as nn
-    from lib import alignment_stats as als
-    from lib import bridge, spectra, steering
-    from lib.power import power_method, steps_needed  # bound in the "student's" namespace, as a student would
+    import lib.linalg.nonnormal as nn
+    from lib.linalg import spectra
+    from lib.linalg.power import (  # bound in the "student's" namespace, as a student would
+        power_method,
+        steps_needed,
+    )
+    from lib.methods import alignment as als
+    from lib.methods import bridge, steering
 
     def gamma_rho_row(Xi, Xo, v):
         row = als.gamma_rho(als.TokenStates.from_trajectories([np.stack([Xi, Xo])]), v[:, None], n_boot=0).iloc[0]
@@ -644,24 +648,24 @@ def _off_cases():
 
     return [
         (ex.check_spectral_summary, (), lambda F: (spectra.spectral_radius(F), spectra.gap_ratio(spectra.eigvals(F)),
-                                                   False), "lib.spectra.spectral_radius"),
-        (ex.check_power_method, (), lambda F, x0, T: power_method(F, x0, T)[-1], "lib.power.power_method"),
+                                                   False), "lib.linalg.spectra.spectral_radius"),
+        (ex.check_power_method, (), lambda F, x0, T: power_method(F, x0, T)[-1], "lib.linalg.power.power_method"),
         (ex.check_residual_rates, ([1.0, 0.5, 0.2],),
          lambda e: (spectra.gap_ratio(e), spectra.gap_ratio(np.array(sorted(1 + e, key=abs, reverse=True)))),
-         "lib.spectra.gap_ratio"),
-        (ex.check_steps_needed, (), steps_needed, "lib.power.steps_needed"),
-        (ex.check_gamma_rho, (), gamma_rho_row, "lib.alignment_stats.gamma_rho"),
-        (ex.check_effective_rank, (), nn.effective_rank, "lib.nonnormal.effective_rank"),
+         "lib.linalg.spectra.gap_ratio"),
+        (ex.check_steps_needed, (), steps_needed, "lib.linalg.power.steps_needed"),
+        (ex.check_gamma_rho, (), gamma_rho_row, "lib.methods.alignment.gamma_rho"),
+        (ex.check_effective_rank, (), nn.effective_rank, "lib.linalg.nonnormal.effective_rank"),
         (ex.check_effective_rank, (), lambda M: float(nn.cumulative_product(M[None]).erank[-1]),
-         "lib.nonnormal.cumulative_product"),
-        (ex.check_schur_normal, (), lambda M: nn.schur_normal(M), "lib.nonnormal.schur_normal"),
+         "lib.linalg.nonnormal.cumulative_product"),
+        (ex.check_schur_normal, (), lambda M: nn.schur_normal(M), "lib.linalg.nonnormal.schur_normal"),
         (ex.check_complex_fractions, (),
          lambda Jp: (float(np.mean([nn.complex_fraction(J) for J in Jp])), nn.complex_fraction(Jp.mean(0))),
-         "lib.nonnormal.complex_fraction"),
+         "lib.linalg.nonnormal.complex_fraction"),
         (ex.check_truncated_funnel, (), lambda Js, k: float(nn.cumulative_product(Js, k).erank[-1]),
-         "lib.nonnormal.cumulative_product"),
-        (ex.check_steering_w, (), lambda V, u: steering.choose_w(V, u)[0], "lib.steering.choose_w"),
-        (ex.check_principal_angles, (), bridge.principal_angles, "lib.bridge.principal_angles"),
+         "lib.linalg.nonnormal.cumulative_product"),
+        (ex.check_steering_w, (), lambda V, u: steering.choose_w(V, u)[0], "lib.methods.steering.choose_w"),
+        (ex.check_principal_angles, (), bridge.principal_angles, "lib.methods.bridge.principal_angles"),
         (ex.check_principal_angles, (), lambda A, B: np.sort(scipy.linalg.subspace_angles(A, B)),
          "scipy.linalg.subspace_angles"),
     ]
@@ -681,8 +685,8 @@ def test_a_one_line_call_of_the_librarys_own_version_is_refused_by_name(capsys, 
 def test_the_library_is_restored_in_this_process_after_an_error_and_a_time_out(capsys):
     """Without a child process (time_limit=None, and the watched thread), call() swaps the code and swaps it back,
     also when the student's code raises; after a time-out the checker restores it itself."""
-    from lib import power
-    from lib.power import power_method
+    from lib.linalg import power
+    from lib.linalg.power import power_method
 
     original = power.power_method.__code__
     F, x0 = np.diag([2.0, 1.0]), np.ones(2)
@@ -693,7 +697,7 @@ def test_the_library_is_restored_in_this_process_after_an_error_and_a_time_out(c
     assert ex.check_power_method(raises, time_limit=None) is False
     assert power.power_method.__code__ is original and power_method(F, x0, 3).shape == (4, 2)
     rejects(capsys, lambda fn: ex.check_power_method(fn, time_limit=None), lambda F, x0, T: power_method(F, x0, T)[-1],
-            message="lib.power.power_method is off")
+            message="lib.linalg.power.power_method is off")
     assert power.power_method.__code__ is original
 
     seen = {}
@@ -714,7 +718,7 @@ def test_the_library_is_restored_in_this_process_after_an_error_and_a_time_out(c
                 message="did not return within 0.3 s")
     finally:
         monkey.undo()
-    assert seen["off"].startswith("lib.power.power_method is off")
+    assert seen["off"].startswith("lib.linalg.power.power_method is off")
     assert power.power_method.__code__ is original and not runner._SWAPPED
 
 
@@ -728,7 +732,7 @@ def test_energy_ratio_rejects_the_first_eigenvalue_lapack_returns(capsys):
 
 def test_energy_ratio_toy_has_a_layer_lapack_lists_unsorted():
     """Guards the case's construction: LAPACK's first eigenvalue of the fourth layer is not its λ₁."""
-    from lib import toys
+    from lib.theory import toys
 
     M = toys.matrix_with_spectrum([1.5, -1.2, 0.9] + list(np.linspace(0.6, 0.1, 8))[:-1], seed=3, cond=8.0)
     lams = np.linalg.eigvals(M)

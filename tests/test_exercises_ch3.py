@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from test_exercises import rejects, solution
 
-from lib import alignment_stats as als
 from lib import exercises as ex
+from lib.methods import alignment as als
 
 CHAPTER = "03_real_models.md"
 
@@ -69,7 +69,7 @@ def test_null_layers_names_each_wrong_test(capsys):
 
 def test_null_layers_toy_separates_the_corrected_and_uncorrected_tests():
     """The first case's data really tell the mistakes apart (guards the construction against drift)."""
-    from lib.exercises.ch3 import _null_toy
+    from lib.exercises.real_models import _null_toy
 
     ts, B = _null_toy()
     null = als.random_null(ts, B, m=200, seed=0)
@@ -94,7 +94,7 @@ def test_token_shift_and_span_ratio_name_more_mistakes(capsys):
 
 def test_null_layers_names_a_hard_coded_m_and_seed_not_the_p_values(capsys):
     """Issue 26: m = 1000, seed = 0 hard-coded (or left to the defaults) with q_rho was told to use q_rho."""
-    from lib.alignment_stats import random_null
+    from lib.methods.alignment import random_null
 
     def hard_coded(ts, bases, m, seed):
         null = random_null(ts, bases, m=1000, seed=0)

@@ -8,7 +8,7 @@ import pytest
 from test_exercises import rejects, solution
 
 from lib import exercises as ex
-from lib import nonnormal as nn
+from lib.linalg import nonnormal as nn
 
 CHAPTER = "04_jacobian_funnel.md"
 

@@ -10,16 +10,15 @@ from test_exercises import rejects, solution
 
 import lib
 from lib import exercises as ex
-from lib import steering
-from lib import steering_lab as sl
-
+from lib.chapters import steering_lab as sl
+from lib.methods import steering
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def lab():
-    from lib.decoder import language
+    from lib.models.decoder import language
 
     dec = lib.load_model("book-decoder", with_lm_head=True)
     return sl.Lab(dec, language.prompts(8), prompt="the sailor watches")

@@ -1,4 +1,4 @@
-"""lib.page.funnel_plots: chapter 4's figures in the book's style (trained blue, twins orange, baselines in the
+"""lib.page.jacobian_funnel: chapter 4's figures in the book's style (trained blue, twins orange, baselines in the
 legend, no TeX), and the community graph laid out by community."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from test_book_charts import _nodes
 
-from lib import funnel_stats as fs
-from lib.page import funnel_plots as fp
+from lib.chapters import jacobian_funnel as fs
+from lib.page import jacobian_funnel as fp
 from lib.page.plotting import NULL_COLOR, TRAINED_COLOR, model_kind, model_palette
 
 SERIES = ["trained", "random init, seed 0", "random init, seed 1", "random init, seed 2"]

@@ -1,4 +1,4 @@
-"""lib.funnel_stats: vectorised metrics against lib.nonnormal, the prompt bootstrap, the trend test and
+"""lib.chapters.jacobian_funnel: vectorised metrics against lib.linalg.nonnormal, the prompt bootstrap, the trend test and
 the verdict rules of chapter 4 (section 4.8)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import lib
-from lib import funnel_stats as fs
-from lib import jacobian as jac
-from lib import nonnormal as nn
-from lib.results import VERDICTS
+from lib.chapters import jacobian_funnel as fs
+from lib.jacobians import sweep as jac
+from lib.linalg import nonnormal as nn
+from lib.page.claims import VERDICTS
 
 
 def _stack(L=4, P=12, d=10, seed=0, scale=0.4):
@@ -209,7 +209,7 @@ def test_power_qualified_turns_an_underpowered_null_into_inconclusive():
 
 # -- the chapter's computations, moved out of the page (issue #17) ------------------------------------------------
 class _Set:
-    """A stand-in for lib.jacobian.JacobianSet: per-prompt Jacobians, their mean and sub-block means."""
+    """A stand-in for lib.jacobians.sweep.JacobianSet: per-prompt Jacobians, their mean and sub-block means."""
 
     def __init__(self, per, parts=None):
         self.per_prompt = per.astype(np.float32)
@@ -269,7 +269,7 @@ def test_depth_trends_and_their_verdicts_equal_the_rules():
 
 
 def test_smallest_moduli_and_sub_block_tables():
-    from lib.spectra import eigvals
+    from lib.linalg.spectra import eigvals
 
     sets = _twin_sets()
     tab = fs.smallest_moduli(sets)
@@ -388,7 +388,7 @@ def test_claim_verdicts_follow_the_evidence():
 
 
 def test_claim_measurements_quote_the_numbers_the_verdicts_use():
-    from lib.results import CLAIMS
+    from lib.page.claims import CLAIMS
 
     ev = _evidence(trained_falls=False, funnel="not reproduced", coupled=False)
     v = fs.claim_verdicts(ev)
@@ -408,7 +408,7 @@ def test_claim_measurements_quote_the_numbers_the_verdicts_use():
 
 
 def test_paper_model_work_is_the_closed_forms_flop_count():
-    from lib.jacobian_closed import flops
+    from lib.jacobians.single_token import flops
 
     tab = fs.paper_model_work(prompts=10, rate=1e12)
     row = tab.iloc[0]

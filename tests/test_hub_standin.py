@@ -25,7 +25,7 @@ from conftest import ROOT
 from hub_standin import GATED_ID, MISSING_ID, PAPER_FAMILIES, HubStandin, build_paper_checkpoints
 from nbclient import NotebookClient
 
-from lib import real_models as rm
+from lib.chapters import real_models as rm
 
 _PROBE = r"""
 import json, os, sys, time
@@ -141,9 +141,10 @@ def test_gated_and_missing_ids_give_one_clear_error_and_lose_nothing(hub, first_
 def test_a_hub_checkpoint_loads_its_base_model_quietly_and_an_incomplete_one_is_refused(tmp_path, capfd):
     """Hub checkpoints are saved with their pretraining head: the base model leaves the head unused and
     has no pooler, which is fine (no load report on the page); a missing block weight is not."""
-    import lib
     from hub_standin import build_checkpoint
     from safetensors.torch import load_file, save_file
+
+    import lib
 
     folder = build_checkpoint("bert", tmp_path / "bert")
     capfd.readouterr()

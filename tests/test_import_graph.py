@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.import_graph import read_graph
+from tools.import_graph import layer_of, read_graph
 
 
 def _package(root: Path, files: dict[str, str]) -> Path:
@@ -44,3 +44,16 @@ def test_the_book_library_reads(tmp_path):
 
     g = read_graph(ROOT / "lib")
     assert "lib.parallel" in g.lines and set(g.floors()) == set(g.lines)
+
+
+def test_lib_keeps_its_layers():
+    """``lib`` as the README draws it: no import reaches back up (to an enclosing package or a higher layer of
+    :data:`tools.import_graph.LAYERS`), no cycle, and no module over 850 lines but the cohesive steering edit."""
+    from tools.import_graph import ROOT
+
+    g = read_graph(ROOT / "lib")
+    assert g.upward() == []
+    assert g.against_layers() == []
+    assert g.cycles() == []
+    assert {m for m, n in g.lines.items() if n > 850} <= {"lib.methods.steering"}
+    assert all(layer_of(m) is not None for m in g.lines)

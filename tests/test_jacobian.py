@@ -1,4 +1,4 @@
-"""Block Jacobians of lib.jacobian: autodiff against references on every family (checks J1, J2, J8, J10)."""
+"""Block Jacobians of lib.jacobians.sweep: autodiff against references on every family (checks J1, J2, J8, J10)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from conftest import FAMILIES
 from tiny_models import block_inputs, fp64_tolerance
 
 import lib
-from lib import jacobian as jac
 from lib.errors import InputError
-from lib.spectra import eigvals
+from lib.jacobians import sweep as jac
+from lib.linalg.spectra import eigvals
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -65,7 +65,7 @@ def test_sub_blocks_compose_to_block(tiny64, family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_closed_form_equals_autodiff_of_the_modules(tiny64, family):
-    """lib.jacobian_closed is exact: block, attention and MLP Jacobians equal autodiff of the real modules (fp64)."""
+    """lib.jacobians.single_token is exact: block, attention and MLP Jacobians equal autodiff of the real modules (fp64)."""
     model = tiny64(family)
     X = block_inputs(model, P=3)
     for part in ("block", "attn", "mlp"):
@@ -77,7 +77,7 @@ def test_closed_form_equals_autodiff_of_the_modules(tiny64, family):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_norm_jacobians_are_diagonal_minus_low_rank(tiny64, family):
     """Every norm module of every family: the structured Jacobian equals jacrev of the module (fp64)."""
-    from lib.jacobian_closed import norm_jacobian
+    from lib.jacobians.single_token import norm_jacobian
 
     model = tiny64(family)
     X = block_inputs(model, P=2)
@@ -207,7 +207,7 @@ def test_cuda_jacobians_stay_on_device(tiny_dir, family):
 
 
 def test_flop_count_of_the_closed_form():
-    from lib.jacobian_closed import flops
+    from lib.jacobians.single_token import flops
 
     assert flops(4096, 14336) == 2 * 4096**2 * 14336 + 2 * 4096**3
     assert flops(8, 16, prompts=3, layers=2) == 6 * (2 * 64 * 16 + 2 * 512)
@@ -220,7 +220,7 @@ def test_mlp_width_per_family(tiny64):
 
 def test_autograd_difference_and_sweep_twins():
     """Section 4.2's check on a real prompt, and the twins' sweep equals a sweep of each model on the same prompts."""
-    from lib.decoder.language import prompts
+    from lib.models.decoder.language import prompts
 
     pair = lib.load_twins("book-decoder", seeds=(0, 1))
     texts = prompts(3)

@@ -1,4 +1,4 @@
-"""Closed-form in-context Jacobians (lib.jacobian_context) against autodiff of the real blocks."""
+"""Closed-form in-context Jacobians (lib.jacobians.in_context) against autodiff of the real blocks."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from conftest import FAMILIES
 from tiny_models import SEQ, fp64_tolerance
 
 import lib
-from lib import bridge_views as bv
-from lib import jacobian as jac
-from lib import jacobian_context as jcx
+from lib.chapters import two_views as bv
 from lib.errors import InputError
+from lib.jacobians import in_context as jcx
+from lib.jacobians import sweep as jac
 
 
 def _tolerance(family: str) -> float:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lib.errors import InputError
-from lib.layer_spectra import ginibre_product_inner_fraction, inner_fraction
+from lib.methods.layer_spectra import ginibre_product_inner_fraction, inner_fraction
 
 
 def _eigvals(m: int, d: int = 400, seed: int = 0) -> np.ndarray:
@@ -44,7 +44,7 @@ def test_readable_table_labels_formats_and_the_model_column():
     column only when several models are stacked (chapter 3)."""
     import re
 
-    from lib.layer_spectra import TABLE_LABELS, LayerSpectra, readable_table
+    from lib.methods.layer_spectra import TABLE_LABELS, LayerSpectra, readable_table
 
     rng = np.random.default_rng(0)
     table = LayerSpectra(rng.standard_normal((2, 6, 6)), "M (trained)").table

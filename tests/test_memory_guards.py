@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import lib
-from lib import jacobian, memory
+from lib import memory
+from lib.jacobians import sweep
 
 
 def test_require_message():
@@ -26,7 +27,7 @@ def test_jacobians_refused_before_any_work(tiny_dir, monkeypatch):
     X = torch.randn(4, m.d_model)
     monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": 1000)
     with pytest.raises(lib.ModelTooLargeError) as err:
-        jacobian.layer_jacobians(m, 0, X)
+        sweep.layer_jacobians(m, 0, X)
     assert "prompts fit per call" in str(err.value) and "GiB" in str(err.value)
 
 
@@ -35,12 +36,12 @@ def test_sweep_keeping_every_prompt_is_refused_with_the_alternative(tiny_dir, mo
     X = torch.randn(m.n_layers + 1, 3, m.d_model)
     monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": 1000)
     with pytest.raises(lib.ModelTooLargeError, match="keep_per_prompt=False"):
-        jacobian.sweep(m, X, keep_per_prompt=True, progress=False)
+        sweep.sweep(m, X, keep_per_prompt=True, progress=False)
 
 
 def test_empty_inputs_are_refused(tiny_dir):
     m = lib.load_model(str(tiny_dir("gpt2")))
     with pytest.raises(lib.InputError, match="P ≥ 1"):
-        jacobian.layer_jacobians(m, 0, torch.zeros(0, m.d_model))
+        sweep.layer_jacobians(m, 0, torch.zeros(0, m.d_model))
     with pytest.raises(lib.InputError, match="no prompts"):
-        jacobian.sweep(m, torch.zeros(m.n_layers + 1, 0, m.d_model), progress=False)
+        sweep.sweep(m, torch.zeros(m.n_layers + 1, 0, m.d_model), progress=False)

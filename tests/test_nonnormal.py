@@ -1,4 +1,4 @@
-"""Metrics and controls of lib.nonnormal against independent references (checks J3–J7)."""
+"""Metrics and controls of lib.linalg.nonnormal against independent references (checks J3–J7)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib import nonnormal as nn
+from lib.linalg import nonnormal as nn
 
 
 def _rot_blocks(angles, radii):

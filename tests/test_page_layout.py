@@ -13,7 +13,7 @@ import lib
 
 def test_computing_modules_import_no_plotting_or_widgets():
     names = sorted(m.name for m in pkgutil.walk_packages(lib.__path__, "lib.")
-                   if not m.name.startswith("lib.page") and not m.name.startswith("lib.decoder.train"))
+                   if not m.name.startswith("lib.page") and not m.name.startswith("lib.models.decoder.train"))
     code = ("import sys\n" + "".join(f"import {n}\n" for n in names)
             + "print(sorted(m for m in ('altair', 'ipywidgets', 'vl_convert') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -119,7 +119,7 @@ def test_cells_hidden_on_the_site_are_hidden_in_the_lab(path):
 def test_the_chapter_numbers_its_figures(path):
     first = next(c.source for c in _cells(path) if c.cell_type == "code")
     assert re.search(rf"book_setup\([^)]*chapter={_chapter(path)}\b", first), \
-        f"{path.name}: the first code cell must call lib.book_setup(chapter={_chapter(path)})"
+        f"{path.name}: the first code cell must call lib.page.setup.book_setup(chapter={_chapter(path)})"
 
 
 def _exercise_blocks(cells: list) -> list[dict]:

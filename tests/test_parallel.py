@@ -11,8 +11,8 @@ import scipy.linalg
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from lib import spectra
-from lib.layer_spectra import LayerSpectra
+from lib.linalg import spectra
+from lib.methods.layer_spectra import LayerSpectra
 from lib.parallel import available_cores, map_matrices, one_thread
 
 
@@ -99,7 +99,7 @@ def test_closed_form_jacobians_of_two_models_side_by_side_equal_the_serial_ones(
     from tiny_models import block_inputs
 
     import lib
-    from lib import jacobian_closed as jc
+    from lib.jacobians import single_token as jc
 
     models = [lib.load_model(str(tiny_dir("llama")), dtype=torch.float64) for _ in range(2)]
     X = [block_inputs(m, P=3, seed=s) for s, m in enumerate(models)]

@@ -10,8 +10,17 @@ import nbformat
 import pytest
 from conftest import MYST_HEADER, ROOT
 
-from tools.plain_markdown import (BUILT_VALUE_TITLE, RenderError, SiteIndex, Target, Value, render_markdown,
-                                  render_notebook, value_text, values_from_glue)
+from tools.plain_markdown import (
+    BUILT_VALUE_TITLE,
+    RenderError,
+    SiteIndex,
+    Target,
+    Value,
+    render_markdown,
+    render_notebook,
+    value_text,
+    values_from_glue,
+)
 
 DOC = "book/01_power_method"
 SITE = "https://example.org/book/"

@@ -120,12 +120,12 @@ def test_charts_are_one_image_to_a_screen_reader():
 
 def test_coupling_chart_panels_show_only_their_own_model():
     """Each facet panel is that model's rows: no layer keeps data of its own inside the facet."""
-    from lib.page import funnel_plots
+    from lib.page import jacobian_funnel
 
     df = pd.DataFrame({"model": ["A", "A", "B", "B"], "series": ["trained"] * 4, "layer": [1, 2, 1, 2],
                        "depth": [0.5, 1.0, 0.5, 1.0], "r_s": [0.1, 0.2, -0.1, -0.2], "q": [0.01, 0.5, 0.01, 0.5],
                        "p_relabel": [0.3] * 4})
-    spec = funnel_plots.coupling_chart(df, title="t", model="m").to_dict()
+    spec = jacobian_funnel.coupling_chart(df, title="t", model="m").to_dict()
     assert "facet" in spec and all("data" not in layer for layer in spec["spec"]["layer"])
 
 

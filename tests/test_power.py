@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib import power, spectra, toys
+from lib.linalg import power, spectra
+from lib.theory import toys
 
 
 @pytest.mark.parametrize("seed", range(6))

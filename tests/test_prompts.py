@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lib.prompts import PROMPTS, prompts
+from lib.models.prompts import PROMPTS, prompts
 
 
 def test_at_least_200_distinct_nonempty_sentences():

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from lib import dynamics, power, spectra, toys
+from lib.linalg import power, spectra
+from lib.theory import dynamics, toys
 
 D, N, H = 48, 10, 4
 

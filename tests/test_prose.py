@@ -1,4 +1,4 @@
-"""lib.prose: glue for the site and publish for JupyterLab, never over a chapter's own variable."""
+"""lib.page.prose: glue for the site and publish for JupyterLab, never over a chapter's own variable."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import ROOT
 
-from lib import prose
+from lib.page import prose
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +55,7 @@ def test_glue_in_a_shell_publishes_glues_and_checks_after_each_cell(capsys):
 
     shell = InteractiveShell.instance()
     try:
-        shell.run_cell("from lib.prose import glue\nglue('n_fro', 5)")
+        shell.run_cell("from lib.page.prose import glue\nglue('n_fro', 5)")
         assert shell.user_ns["n_fro"] == 5
         assert shell.run_cell("n_fro + 1").result == 6
         assert shell.run_cell("glue('glue', 1)").error_in_exec is not None  # clobbers the function
@@ -76,10 +76,10 @@ CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.md"))
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
 def test_chapter_prose_numbers_read_in_both_surfaces(chapter):
-    """Numbers in prose are ``{eval}`name``` with a bare name, glued by lib.prose, never saved into the file."""
+    """Numbers in prose are ``{eval}`name``` with a bare name, glued by lib.page.prose, never saved into the file."""
     text = chapter.read_text(encoding="utf-8")
     assert "{glue" not in text, f"{chapter.name}: a {{glue...}} role shows as raw text in JupyterLab; use {{eval}}"
-    assert "from myst_nb import glue" not in text, f"{chapter.name}: import glue from lib.prose"
+    assert "from myst_nb import glue" not in text, f"{chapter.name}: import glue from lib.page.prose"
     bad = [n for n in re.findall(r"\{eval\}`([^`]*)`", text) if not prose.NAME_PATTERN.fullmatch(n)]
     assert not bad, f"{chapter.name}: {{eval}} takes a bare name: {bad}"
     header = text.split("\n---\n", 1)[0]

@@ -1,4 +1,4 @@
-"""lib.real_models: the switch, loading that never raises, ALBERT configs, batching, time estimates."""
+"""lib.chapters.real_models: the switch, loading that never raises, ALBERT configs, batching, time estimates."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import pytest
 import torch
 
 import lib
-from lib import alignment_stats as als
-from lib import dynamics, real_models as rm
-from lib.layer_spectra import LayerSpectra
+from lib.chapters import real_models as rm
+from lib.methods import alignment as als
+from lib.methods.layer_spectra import LayerSpectra
+from lib.theory import dynamics
 
 
 def test_switch_off_selects_nothing(monkeypatch):
@@ -109,14 +110,14 @@ def test_time_estimate_and_warning(monkeypatch):
 
 
 def test_summary_from_leading_eigenvalues_matches_the_full_table():
-    """The top few eigenvalues (e.g. from lib.topk_eig) give the same summary as the full spectrum."""
+    """The top few eigenvalues (e.g. from lib.linalg.topk_eig) give the same summary as the full spectrum."""
     import numpy as np
     import pandas as pd
     import pytest
 
     import lib
-    from lib import real_models as rm
-    from lib.topk_eig import topk_eig
+    from lib.chapters import real_models as rm
+    from lib.linalg.topk_eig import topk_eig
 
     F = np.random.default_rng(3).standard_normal((2, 60, 60))
     lams, full = rm.eigvals_table(F, "toy")

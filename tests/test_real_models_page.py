@@ -1,4 +1,4 @@
-"""lib.real_models, what chapter 3 computes section by section and the words and numbers of its prose.
+"""lib.chapters.real_models, what chapter 3 computes section by section and the words and numbers of its prose.
 
 The page's glue cells call these functions; the tests pin each on hand-made frames (where the answer can be
 written down) or on a tiny checkpoint against the lower-level functions they wrap.
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 import lib
-from lib import alignment_stats as als
-from lib import real_models as rm
+from lib.chapters import real_models as rm
+from lib.methods import alignment as als
 
 TEXTS = ["hello there.", "a longer second sentence, with a comma.", "abc", "the third one is short."]
 

@@ -7,10 +7,9 @@ import json
 
 import numpy as np
 import pandas as pd
-
 from test_book_charts import _nodes
 
-from lib.page import realmodel_plots as rp
+from lib.page import real_models as rp
 
 
 def _drawn(chart) -> pd.DataFrame:

@@ -23,7 +23,7 @@ import pytest
 from conftest import ROOT, toc_pages
 from nbclient import NotebookClient
 
-from lib.build_info import is_notebook
+from lib.page.build_info import is_notebook
 
 pytestmark = pytest.mark.slow
 

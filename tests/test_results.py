@@ -8,23 +8,23 @@ import sys
 import pytest
 from conftest import ROOT, toc_pages
 
-from lib import results
+from lib.page import claims
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from claims_table import claims_markdown  # noqa: E402
 
 
 def test_claim_ids_are_unique_and_chapters_exist():
-    ids = [c.id for c in results.CLAIMS]
+    ids = [c.id for c in claims.CLAIMS]
     assert len(ids) == len(set(ids))
     pages = set(toc_pages())
-    for c in results.CLAIMS:
+    for c in claims.CLAIMS:
         assert f"book/{c.chapter}" in pages, f"{c.id}: chapter {c.chapter} is not in _toc.yml"
 
 
 def test_every_claim_is_glued_and_labelled_by_its_chapter():
     """The chapter calls glue_claim for its claims (each id quoted in it) and carries each claim's label."""
-    for c in results.CLAIMS:
+    for c in claims.CLAIMS:
         text = (ROOT / "book" / f"{c.chapter}.md").read_text(encoding="utf-8")
         assert f"({c.label})=" in text, f"{c.chapter} has no target ({c.label})="
         # glued by a direct call or in a loop over the ids (the built page's test checks the values themselves)
@@ -33,24 +33,24 @@ def test_every_claim_is_glued_and_labelled_by_its_chapter():
 
 def test_glue_claim_rejects_unknown_ids_verdicts_and_empty_values():
     with pytest.raises(KeyError, match="known"):
-        results.glue_claim("XX1", models="m", measured="x", verdict="reproduced")
+        claims.glue_claim("XX1", models="m", measured="x", verdict="reproduced")
     with pytest.raises(ValueError, match="unknown verdict"):
-        results.glue_claim("LA1", models="m", measured="x", verdict="sort of")
+        claims.glue_claim("LA1", models="m", measured="x", verdict="sort of")
     with pytest.raises(ValueError, match="empty measured"):
-        results.glue_claim("LA1", models="m", measured=" ", verdict="reproduced")
+        claims.glue_claim("LA1", models="m", measured=" ", verdict="reproduced")
 
 
 def test_verdict_if_checks_its_vocabulary():
-    assert results.verdict_if(True) == "reproduced"
-    assert results.verdict_if(False, otherwise="not specific to training") == "not specific to training"
+    assert claims.verdict_if(True) == "reproduced"
+    assert claims.verdict_if(False, otherwise="not specific to training") == "not specific to training"
     with pytest.raises(ValueError):
-        results.verdict_if(True, when_held="yes")
+        claims.verdict_if(True, when_held="yes")
 
 
 def test_claims_table_has_one_row_per_claim_pasting_from_its_chapter():
     for source in ("li2026power", "fernando2026residual", "ours"):
         lines = claims_markdown(source)
-        claims = [c for c in results.CLAIMS if c.source == source]
+        claims = [c for c in claims.CLAIMS if c.source == source]
         assert sum(line.startswith("* - ") for line in lines) == len(claims) + 1  # + header row
         text = "\n".join(lines)
         for c in claims:

@@ -6,7 +6,7 @@ import pytest
 from bs4 import BeautifulSoup
 from conftest import toc_pages
 
-from lib import results
+from lib.page import claims
 
 pytestmark = pytest.mark.slow
 
@@ -29,12 +29,12 @@ def test_every_claim_row_is_filled_from_its_chapter(built_site):
         cells = tr.find_all("td")
         claim_id = cells[0].get_text(" ", strip=True).split(".")[0]
         rows[claim_id] = cells
-    assert set(rows) == {c.id for c in results.CLAIMS}
-    for c in results.CLAIMS:
+    assert set(rows) == {c.id for c in claims.CLAIMS}
+    for c in claims.CLAIMS:
         cells = rows[c.id]
         models, measured, verdict = (td.get_text(" ", strip=True) for td in cells[1:])
         assert models and measured, f"{c.id}: empty models or measured cell"
-        assert verdict in results.VERDICTS, f"{c.id}: verdict {verdict!r}"
+        assert verdict in claims.VERDICTS, f"{c.id}: verdict {verdict!r}"
         link = cells[0].find("a", href=lambda h: h and f"#{c.label}" in h)
         assert link is not None, f"{c.id}: no link to its section"
         page, anchor = link["href"].split("#")

@@ -1,4 +1,4 @@
-"""lib.spectra against independent float64 references (SciPy, closed forms, simulation)."""
+"""lib.linalg.spectra against independent float64 references (SciPy, closed forms, simulation)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib import spectra
+from lib.linalg import spectra
 
 
 def _rotation_matrix(d: int, lams_real: list[float], pairs: list[tuple[float, float]], rng) -> np.ndarray:

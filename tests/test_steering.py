@@ -1,16 +1,17 @@
-"""lib.steering: the rank-1 eigen-edit of the last layer (power-method §7, checks C14–C15) and its baseline."""
+"""lib.methods.steering: the rank-1 eigen-edit of the last layer (power-method §7, checks C14–C15) and its baseline."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from tiny_models import SEQ, VOCAB
 
 import lib
-from lib import spectra, steering
 from lib.errors import InputError
+from lib.linalg import spectra
+from lib.methods import steering
 from lib.models.weights import expand_kv
-from tiny_models import SEQ, VOCAB
 
 FAMILIES = ("bert", "albert", "gpt2", "gpt_neo", "llama", "olmo2", "gemma2")
 
@@ -349,7 +350,7 @@ def test_matched_strength_is_the_mean_change(tiny_dir):
 
 def test_lab_fast_path_matches_full_forward(tiny_dir):
     """Lab re-runs only the blocks after the edit; the result equals a full forward pass of the edited model."""
-    from lib.steering_lab import Lab
+    from lib.chapters.steering_lab import Lab
 
     model = lib.load_model(str(tiny_dir("gpt_neo")))
     lab = Lab.__new__(Lab)
@@ -446,8 +447,8 @@ def test_measured_change_by_hand():
 
 def test_book_decoder_target_rank_improves():
     """C15 on the book decoder: steering toward 'the' makes it the top next token more often."""
-    from lib.decoder import language
-    from lib.steering_lab import Lab
+    from lib.chapters.steering_lab import Lab
+    from lib.models.decoder import language
 
     model = lib.load_model("book-decoder", with_lm_head=True)
     lab = Lab(model, language.prompts(8), prompt="the dog")
@@ -460,7 +461,7 @@ def test_book_decoder_target_rank_improves():
 
 def test_measured_change_equals_the_analytic_o_edit_change():
     """At the output projection the O-edit adds α u (wᵀ o_i): the measured mean norm and sign agree."""
-    from lib.decoder import language
+    from lib.models.decoder import language
 
     model = lib.load_model("book-decoder")
     texts = language.prompts(4)
@@ -478,8 +479,8 @@ def test_measured_change_equals_the_analytic_o_edit_change():
 
 def test_lab_v_control_on_the_gqa_decoder():
     """The V-edit control in the lab: on the GQA decoder it plants y ≠ u, so v₁' aligns with y, not u."""
-    from lib.decoder import language
-    from lib.steering_lab import Lab
+    from lib.chapters.steering_lab import Lab
+    from lib.models.decoder import language
 
     model = lib.load_model("book-decoder", with_lm_head=True)
     lab = Lab(model, language.prompts(4), prompt="the dog")
@@ -496,7 +497,7 @@ def test_lab_v_control_on_the_gqa_decoder():
 def test_v_edit_is_not_the_o_edit_in_a_real_multi_head_pass(minilm):
     """MiniLM (MHA, square V and O): the two edits give the same F_L', yet the V-edit's change at the
     output projection is not along u, because each head averages its values with its own pattern."""
-    from lib.decoder import language
+    from lib.models.decoder import language
 
     texts = language.prompts(3)
     u = steering.word_direction(minilm, "ocean")
@@ -509,9 +510,9 @@ def test_v_edit_is_not_the_o_edit_in_a_real_multi_head_pass(minilm):
 
 def test_widget_lab_builds_and_the_matrix_toggle_reruns(capsys):
     """The JupyterLab panel (no kernel needed to build it): toggling O → V re-runs the lab with the V-edit."""
-    from lib.decoder import language
-    from lib.page.steering_plots import widget_lab
-    from lib.steering_lab import Lab
+    from lib.chapters.steering_lab import Lab
+    from lib.models.decoder import language
+    from lib.page.steering_lab import widget_lab
 
     model = lib.load_model("book-decoder", with_lm_head=True)
     lab = Lab(model, language.prompts(2), prompt="the dog")
@@ -527,17 +528,17 @@ def test_lab_output_text_is_wrapped_not_cut():
     """The lab's output line (nearest tokens or a continuation) wraps inside its panel."""
     import pandas as pd
 
-    from lib.page import steering_plots
+    from lib.page import steering_lab
 
     long = "nearest tokens: " + " ".join(["wonders familiar experience stuff"] * 6) + " · cos(sentence, u) = +0.12"
     curves = pd.DataFrame({"depth": [0, 1], "alignment": [0.1, 0.2], "series": ["real", "real"]})
     eigs = pd.DataFrame({"re": [1.0], "im": [0.0], "k": [0]})
-    spec = steering_plots._panels(curves, eigs, pd.DataFrame({"text": [long]}), where=None, params=(),
+    spec = steering_lab._panels(curves, eigs, pd.DataFrame({"text": [long]}), where=None, params=(),
                                 n_layers=1, baseline=0.1).to_dict()
     panel = spec["vconcat"][1]
     text = spec["datasets"][panel["data"]["name"]][0]["text"]
     lines = text.split("\n")
-    assert len(lines) > 1 and all(len(line) <= steering_plots.TEXT_CHARS for line in lines)
+    assert len(lines) > 1 and all(len(line) <= steering_lab.TEXT_CHARS for line in lines)
     assert " ".join(lines) == long
     assert panel["mark"]["lineBreak"] == "\n" and panel["height"] >= 16 * len(lines)
 
@@ -577,7 +578,7 @@ def test_v_edit_anatomy_by_hand():
 def test_v_edit_anatomy_matches_the_measured_change(minilm):
     """On MiniLM the anatomy's |cos(Δ_i, u)|, rebuilt from the head outputs, equals the change measured
     at the output projection, and the per-head vectors cancel (κ ≫ 1)."""
-    from lib.decoder import language
+    from lib.models.decoder import language
 
     texts = language.prompts(3)
     u = steering.word_direction(minilm, "ocean")
@@ -590,7 +591,7 @@ def test_v_edit_anatomy_matches_the_measured_change(minilm):
 
 
 def test_bootstrap_pooled_against_a_loop():
-    from lib.steering_lab import bootstrap_pooled
+    from lib.chapters.steering_lab import bootstrap_pooled
 
     rng = np.random.default_rng(4)
     sums, counts = rng.random(7) * 5, rng.integers(1, 6, 7).astype(float)
@@ -603,8 +604,8 @@ def test_bootstrap_pooled_against_a_loop():
 
 def test_text_losses_match_one_text_at_a_time():
     """The padded batch gives each text the loss of its own unpadded forward pass."""
-    from lib.decoder import language
-    from lib.steering_lab import text_losses
+    from lib.chapters.steering_lab import text_losses
+    from lib.models.decoder import language
 
     model = lib.load_model("book-decoder", with_lm_head=True)
     texts = language.prompts(5, seed=5)
@@ -619,7 +620,7 @@ def test_text_losses_match_one_text_at_a_time():
 def test_matched_success_picks_the_cheapest_at_least_as_successful_run():
     import pandas as pd
 
-    from lib.steering_lab import matched_success
+    from lib.chapters.steering_lab import matched_success
 
     df = pd.DataFrame({
         "method": ["eigen-edit"] * 3 + ["activation addition"] * 3,
@@ -634,8 +635,8 @@ def test_matched_success_picks_the_cheapest_at_least_as_successful_run():
 
 def test_tradeoff_agrees_with_lab_run():
     """The trade-off's eigen-edit top-1 equals Lab.run's; α = 0 and s = 0 are the unedited model."""
-    from lib.decoder import language
-    from lib.steering_lab import Lab, tradeoff
+    from lib.chapters.steering_lab import Lab, tradeoff
+    from lib.models.decoder import language
 
     model = lib.load_model("book-decoder", with_lm_head=True)
     lab = Lab(model, language.prompts(6), prompt="the dog")
@@ -654,8 +655,8 @@ def test_v_edit_equals_o_edit_when_heads_attend_alike(minilm):
     """The explanation of the V-edit's failure, as a counterfactual: with uniform attention (every head
     averages alike) the simplified model moves the tokens identically under both edits; with the heads'
     own softmax patterns the V-edit does not."""
-    from lib.decoder import language
-    from lib.steering_lab import Lab
+    from lib.chapters.steering_lab import Lab
+    from lib.models.decoder import language
 
     lab = Lab(minilm, language.prompts(3), prompt="the dog")
     u = steering.word_direction(minilm, "ocean")

@@ -1,4 +1,4 @@
-"""Chapter 5's page helpers (lib.steering_lab's checks and controls, lib.page.steering_plots' figures and tables).
+"""Chapter 5's page helpers (lib.chapters.steering_lab's checks and controls, lib.page.steering_lab' figures and tables).
 
 What the chapter once computed in its own cells (``first_alpha``, ``at``, ``ppl_ci``, the edit check, the
 layer and V-edit controls) lives in ``lib`` and is checked here against direct computations; the figures
@@ -18,10 +18,11 @@ import torch
 from test_book_charts import _nodes
 
 import lib
-from lib import parallel, spectra, steering
-from lib import steering_lab as sl
-from lib.page import steering_plots as sp
-
+from lib import parallel
+from lib.chapters import steering_lab as sl
+from lib.linalg import spectra
+from lib.methods import steering
+from lib.page import steering_lab as sp
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -33,7 +34,7 @@ def dec():
 
 @pytest.fixture(scope="module")
 def lab_d(dec):
-    from lib.decoder import language
+    from lib.models.decoder import language
 
     return sl.Lab(dec, language.prompts(4), prompt="the sailor watches")
 
@@ -47,7 +48,7 @@ def grid_d(lab_d, dec):
 # -- the chapter's helpers ----------------------------------------------------------------------------------
 def test_concept_texts_are_the_chapters_sentences():
     """The same sentences the chapter drew in its own cell before (one generator, topic first)."""
-    from lib.decoder import language
+    from lib.models.decoder import language
 
     rng = np.random.default_rng(0)
     sea = [language.sentence(rng, "sea")[0] for _ in range(10)]

@@ -27,8 +27,16 @@ from conftest import MYST_HEADER
 from solution_leaks import leaks
 
 from tools.course import RELEASE_KEY, ReleaseText
-from tools.student import (BEGIN_SOLUTION, END_SOLUTION, SOLUTION_NUMBERS, EditionError, editions, main,
-                           read_chapter, write_editions)
+from tools.student import (
+    BEGIN_SOLUTION,
+    END_SOLUTION,
+    SOLUTION_NUMBERS,
+    EditionError,
+    editions,
+    main,
+    read_chapter,
+    write_editions,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(ROOT.glob("book/[0-9][0-9]_*.md"))

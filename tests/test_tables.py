@@ -1,4 +1,4 @@
-"""``lib.tables``: column names that may wrap, a DataFrame's numbers rounded, data untouched; ranges for the prose."""
+"""``lib.page.tables``: column names that may wrap, a DataFrame's numbers rounded, data untouched; ranges for the prose."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.tables import BREAK, breakable, dropdown_table, interval_text, page_table, value_range
+from lib.page.tables import BREAK, breakable, dropdown_table, interval_text, page_table, value_range
 
 
 def test_column_names_get_a_break_opportunity_after_each_underscore():

@@ -1,4 +1,4 @@
-"""The figures of chapters 1 and 2 (lib.page.theory_plots, lib.page.explorer) and their page helpers.
+"""The figures of chapters 1 and 2 (lib.page.power_method, lib.page.explorer) and their page helpers.
 
 Each chart: a title, a description (its ARIA label), Unicode text (no TeX), toy series in the book's
 "other" colours, references (a prediction, a threshold, a chance level, a null band) with a legend entry,
@@ -14,11 +14,12 @@ import pandas as pd
 import pytest
 from test_book_charts import _nodes
 
-from lib import dynamics, power, spectra, toys
+from lib.linalg import power, spectra
 from lib.page import explorer
-from lib.page import theory_plots as tp
+from lib.page import power_method as tp
 from lib.page.plotting import NULL_COLOR, OTHER_COLORS, TRAINED_COLOR
-from lib.tables import p_text
+from lib.page.tables import p_text
+from lib.theory import dynamics, toys
 
 _TEX = re.compile(r"\\[a-zA-Z]+|[\^_]\{")
 

@@ -1,4 +1,4 @@
-"""lib.topk_eig: the block Krylov–Schur top-k eigenpairs equal float64 LAPACK (lib.spectra).
+"""lib.linalg.topk_eig: the block Krylov–Schur top-k eigenpairs equal float64 LAPACK (lib.linalg.spectra).
 
 Hard cases: Ginibre bulks, complex pairs at the cut, repeated (multiplicity ≤ block) and defective
 eigenvalues, zero and identity matrices, d = 1, float32 inputs and the float32 → float64 path,
@@ -13,8 +13,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib import spectra, toys
-from lib.topk_eig import normalize_eigvecs, topk_eig, topk_eig_dense
+from lib.linalg import spectra
+from lib.linalg.topk_eig import normalize_eigvecs, topk_eig, topk_eig_dense
+from lib.theory import toys
 
 REL = 1e-8  # eigenvalues equal to LAPACK, relative to |λ_1|
 

@@ -1,4 +1,4 @@
-"""Community pipeline of lib.topology on planted structure (check J9) and against references."""
+"""Community pipeline of lib.methods.topology on planted structure (check J9) and against references."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from lib import topology as tp
+from lib.methods import topology as tp
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +112,8 @@ def test_planted_power_detects_strong_and_not_null_couplings():
 def decoder_sweep():
     """Section 4.7 on the book decoder and one twin, small: 6 texts, 2 Leiden seeds, 20 permutations."""
     import lib
-    from lib import jacobian as jac
-    from lib.decoder.language import prompts
+    from lib.jacobians import sweep as jac
+    from lib.models.decoder.language import prompts
 
     pair = lib.load_twins("book-decoder", seeds=(0,))
     sets = jac.sweep_twins(pair, prompts(4), parts=True, keep_per_prompt=False, progress=False)

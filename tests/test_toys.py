@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from lib import spectra, toys
+from lib.linalg import spectra
+from lib.theory import toys
 
 
 @pytest.mark.parametrize("seed", range(5))

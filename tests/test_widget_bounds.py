@@ -39,7 +39,7 @@ def test_explorer_beyond_the_ends(args, words):
 
 
 def test_steering_alpha_and_direction_checks(minilm):
-    from lib import steering
+    from lib.methods import steering
 
     u = np.zeros(minilm.d_model)
     u[0] = 1.0

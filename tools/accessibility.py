@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     table wider than the column at the desktop width, or one cut off at a phone's width."""
     from playwright.sync_api import sync_playwright
 
-    from lib.build_info import toc_pages
+    from lib.page.build_info import toc_pages
     from tools.site_browser import CHROMIUM, CHROMIUM_ARGS, serve_site, wait_until_rendered
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -73,8 +73,8 @@ def book_title(root: Path = ROOT) -> str:
 
 
 def toc_pages(root: Path = ROOT) -> list[str]:
-    """The pages of ``_toc.yml`` in reading order (see :func:`lib.build_info.toc_pages`)."""
-    from lib.build_info import toc_pages as pages
+    """The pages of ``_toc.yml`` in reading order (see :func:`lib.page.build_info.toc_pages`)."""
+    from lib.page.build_info import toc_pages as pages
 
     return pages(root)
 

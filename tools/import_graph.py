@@ -7,6 +7,8 @@
 * ``upward imports``: every import of an enclosing package by a module inside it (``lib.progress`` importing
   ``lib``: the package's ``__init__`` stands above everything it gathers, so such an import reaches back up
   and pulls in the whole package);
+* ``against the layers``: every import of a module in a higher layer of :data:`LAYERS` (``lib``'s concerns,
+  from the environment switches at the bottom to the exercises at the top) by one in a lower layer;
 * ``cycles``: the groups of modules that import each other, directly or not;
 * the modules over ``--max-lines`` lines (default 850).
 
@@ -23,7 +25,33 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["Graph", "read_graph", "main"]
+__all__ = ["LAYERS", "Graph", "layer_of", "read_graph", "main"]
+
+#: ``lib``'s layers by concern, bottom first: a module may import its own layer and those below it, never one
+#: above. A module belongs to the layer of the longest prefix that names it; the package root ``lib`` is the
+#: public face at the top (nothing inside ``lib`` imports it).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("lib.config", "lib.errors"),                      # environment switches and the library's errors
+    ("lib.memory", "lib.parallel", "lib.progress"),    # plumbing
+    ("lib.stats", "lib.linalg"),                       # arrays in, arrays out
+    ("lib.models",),                                   # families, loading, the spectral model, twins, prompts
+    ("lib.jacobians", "lib.theory"),                   # block Jacobians; toys and the simplified layer
+    ("lib.methods",),                                  # what two chapters or more measure
+    ("lib.chapters",),                                 # one analysis module per chapter
+    ("lib.page",),                                     # what a page shows: theme, tables, prose, charts, widgets
+    ("lib.exercises",),                                # the checkers
+    ("lib",),                                          # the public face
+)
+
+
+def layer_of(module: str, layers: tuple[tuple[str, ...], ...] = LAYERS) -> int | None:
+    """The index in ``layers`` of the longest prefix naming ``module`` (``None`` if none does)."""
+    best: tuple[int, int] | None = None
+    for i, prefixes in enumerate(layers):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and (best is None or len(p) > best[1]):
+                best = (i, len(p))
+    return None if best is None else best[0]
 
 
 class Graph:
@@ -47,6 +75,16 @@ class Graph:
     def upward(self) -> list[tuple[str, str]]:
         """The imports ``(a, b)`` of an enclosing package ``b`` by a module ``a`` inside it. Sorted."""
         return sorted((a, b) for a, bs in self.edges.items() for b in bs if a.startswith(b + "."))
+
+    def against_layers(self, layers: tuple[tuple[str, ...], ...] = LAYERS) -> list[tuple[str, str]]:
+        """The imports ``(a, b)`` of a module ``b`` in a higher layer than ``a`` (enclosing packages aside). Sorted."""
+        out = []
+        for a, bs in self.edges.items():
+            for b in bs:
+                la, lb = layer_of(a, layers), layer_of(b, layers)
+                if la is not None and lb is not None and lb > la and not a.startswith(b + "."):
+                    out.append((a, b))
+        return sorted(out)
 
     def cycles(self) -> list[list[str]]:
         """The groups (two or more modules) that reach each other, each sorted; sorted by first member."""
@@ -123,11 +161,13 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     g = read_graph(args.package)
     floors = g.floors()
-    up, cycles = g.upward(), g.cycles()
+    up, against, cycles = g.upward(), g.against_layers(), g.cycles()
     print(f"{len(g.lines)} modules, {sum(g.lines.values())} lines; depth {max(floors.values())} floors; "
-          f"{len(up)} upward imports; {len(cycles)} import cycles")
+          f"{len(up)} upward imports; {len(against)} against the layers; {len(cycles)} import cycles")
     for a, b in up:
         print(f"  upward: {a} imports its enclosing package {b}")
+    for a, b in against:
+        print(f"  against the layers: {a} (layer {layer_of(a)}) imports {b} (layer {layer_of(b)})")
     for c in cycles:
         print(f"  cycle: {', '.join(c)}")
     for m, n in sorted(g.lines.items(), key=lambda kv: -kv[1]):

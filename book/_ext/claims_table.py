@@ -1,8 +1,8 @@
 """Sphinx extension: the ``claims-table`` directive of the *Results at a glance* page.
 
-One table row per :data:`lib.results.CLAIMS` entry of the requested source. The directive writes the
+One table row per :data:`lib.page.claims.CLAIMS` entry of the requested source. The directive writes the
 table as MyST (a ``list-table`` whose cells paste, across documents, the values that the claim's chapter
-glued with :func:`lib.results.glue_claim`) and parses it in place, so the registry in ``lib`` is the one
+glued with :func:`lib.page.claims.glue_claim`) and parses it in place, so the registry in ``lib`` is the one
 list of claims and the page never repeats it by hand. A missing glue key or section label is a Sphinx
 warning, which fails the ``-W`` build.
 
@@ -19,7 +19,7 @@ from docutils.statemachine import StringList
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
-from lib.results import CLAIMS, Claim
+from lib.page.claims import CLAIMS, Claim
 
 HEADER = ("Claim", "Models we ran", "What we measured", "Verdict")
 

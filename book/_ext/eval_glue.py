@@ -1,11 +1,11 @@
 """Sphinx extension: the ``{eval}`name``` role of the site reads the value the same page glued.
 
-The chapters write computed numbers in their prose as ``{eval}`name``` (see :mod:`lib.prose`). In
+The chapters write computed numbers in their prose as ``{eval}`name``` (see :mod:`lib.page.prose`). In
 JupyterLab, jupyterlab-myst asks the running kernel for ``name``. On the site, myst-nb's own ``eval``
 role would do the same, but only in its ``inline`` execution mode, which evaluates each expression when the
 renderer reaches it, in page order: the *Takeaway* box at the top of every chapter quotes numbers that
 code further down computes, so inline mode cannot render it [ours]. This role keeps the notebooks'
-ordinary execution and resolves ``name`` from the values the page glued with :func:`lib.prose.glue`,
+ordinary execution and resolves ``name`` from the values the page glued with :func:`lib.page.prose.glue`,
 exactly as ``{glue:text}`name``` does (plain text, a string's quotes dropped); an unknown name is a
 warning, which fails the ``-W`` build. Only a bare name is accepted (myst-nb's ``nb_eval_name_regex``),
 so the role never means something different on the two surfaces.
@@ -25,7 +25,7 @@ from sphinx import addnodes
 from sphinx.application import Sphinx
 
 from lib.page.figures import FIGREF_MIME
-from lib.prose import NAME_PATTERN
+from lib.page.prose import NAME_PATTERN
 
 
 class EvalGlueRole(PasteTextRole):

@@ -20,9 +20,9 @@ A checker takes the student's function, builds a list of :class:`Case` s and han
   own code only (frames inside ``lib`` and installed packages are left out), set apart by ``│`` from the
   checker's own message;
 * turns off, while the student's function runs, the functions of the book's library that the exercise asks
-  the student to write (``off=`` names them, e.g. ``"lib.power.power_method"``): each raises
-  :class:`LibraryOff` ("lib.power.power_method is off while this exercise is checked: write your own")
-  however the student reached it (``lib.power.power_method``, ``from lib.power import power_method``, an
+  the student to write (``off=`` names them, e.g. ``"lib.linalg.power.power_method"``): each raises
+  :class:`LibraryOff` ("lib.linalg.power.power_method is off while this exercise is checked: write your own")
+  however the student reached it (``lib.linalg.power.power_method``, ``from lib.linalg.power import power_method``, an
   alias), because its code object itself is swapped; everything is restored when the call returns, raises
   or runs out of time.
 
@@ -190,7 +190,7 @@ def _off_template(*args: Any, **kwargs: Any) -> Any:
 
 
 def _resolve(name: str) -> Any:
-    """The function called ``name`` (``"lib.power.power_method"``): a plain Python function, or the one a
+    """The function called ``name`` (``"lib.linalg.power.power_method"``): a plain Python function, or the one a
     decorator wraps (``__wrapped__``), whose code is then the one swapped."""
     module, _, attr = name.rpartition(".")
     fn = getattr(importlib.import_module(module), attr)

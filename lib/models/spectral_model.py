@@ -9,11 +9,11 @@ from typing import Any
 
 import torch
 from torch import nn
-from lib.progress import progress as progress_bar
 
 from lib.errors import InputError, InputTypeError, LayerIndexError
 from lib.models.families import Family
 from lib.models.weights import AttentionWeights
+from lib.progress import progress as progress_bar
 
 __all__ = ["Layer", "SpectralModel", "causal_mask"]
 
@@ -209,7 +209,7 @@ class SpectralModel:
         shown = ", ".join(repr(w) for w in words[:8]) + (" ..." if len(words) > 8 else "")
         warnings.warn(f"{ids.count(unk)} token(s) of the text are not in {self.label}'s vocabulary and became "
                       f"{self.tokenizer.unk_token}: {shown or 'see the text'}. "
-                      + ("The book decoder knows only the words of its grammar: lib.decoder.language.vocabulary()."
+                      + ("The book decoder knows only the words of its grammar: lib.models.decoder.language.vocabulary()."
                          if self.label.startswith("book-decoder") else ""), stacklevel=3)
 
     @torch.no_grad()

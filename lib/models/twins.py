@@ -85,7 +85,7 @@ def load_twins(source: str, seeds: Sequence[int] = (1, 2, 3), **kwargs: Any) -> 
     Raises:
         InputError: ``seeds`` empty, not ints, or repeated. Whatever :func:`lib.load_model` raises.
     """
-    from lib.models import load_model
+    from lib.models.loading import load_model
 
     seeds = tuple(seeds)
     if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):

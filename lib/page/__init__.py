@@ -6,6 +6,11 @@ The computing modules of ``lib`` import neither Altair nor ipywidgets; everythin
 * :mod:`lib.page.plotting`: the renderer for the site and the lab, the book's theme (one colour for
   trained weights and one for random initialization in every chapter) and the figures several chapters share;
 * :mod:`lib.page.figures`: numbered, captioned figures that read the same on the site and in JupyterLab;
-* one module of charts per chapter (``theory_plots``, ``spectra_plots``, ``realmodel_plots``,
-  ``funnel_plots``, ``steering_plots``, ``bridge_plots``) and the explorers of chapter 1 (``explorer``).
+* :mod:`lib.page.setup`: :func:`~lib.page.setup.book_setup`, the first call of every chapter;
+* :mod:`lib.page.tables`, :mod:`lib.page.prose`, :mod:`lib.page.claims`: tables that fit the column, numbers glued
+  into prose, and the claims of the Results page;
+* :mod:`lib.page.source`: the code of ``lib`` shown on the page;
+* one page module per chapter, named after its slug (``layer_spectra``, ``power_method``, ``real_models``,
+  ``jacobian_funnel``, ``steering_lab``, ``two_views``: the chapter's charts, tables and findings), and the
+  explorers of chapter 1 (``explorer``).
 """

@@ -23,9 +23,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib import dynamics, power, spectra, toys
 from lib.errors import InputError
+from lib.linalg import power, spectra
 from lib.page.plotting import OTHER_COLORS, titled
+from lib.theory import dynamics, toys
 
 __all__ = ["GRID", "check_explorer_args", "explore_run", "explorer_chart", "static_explorer", "widget_explorer"]
 

@@ -7,7 +7,7 @@ A chapter shows a chart as a figure and refers to it in its prose::
     ... as {eval}`fig_spectrum` shows, ...
 
 :func:`figure` numbers the figures of a chapter in the order they are first shown ("Fig. 3.2" is the
-second figure of chapter 3; the chapter's number comes from ``lib.book_setup(chapter=3)``; showing the same
+second figure of chapter 3; the chapter's number comes from ``lib.page.setup.book_setup(chapter=3)``; showing the same
 name again keeps its number). Its output is the chart followed by the caption, in both surfaces:
 
 * **JupyterLab** shows that HTML as it is: the chart, then "Fig. 3.2 <caption>".
@@ -50,7 +50,7 @@ _state: dict[str, Any] = {"chapter": None, "numbers": {}}
 
 
 def set_chapter(chapter: int) -> None:
-    """Start numbering the figures of chapter ``chapter`` from 1 (``lib.book_setup`` calls this)."""
+    """Start numbering the figures of chapter ``chapter`` from 1 (``lib.page.setup.book_setup`` calls this)."""
     if not isinstance(chapter, int) or isinstance(chapter, bool) or chapter < 0:
         raise InputError(f"chapter must be a non-negative int, not {chapter!r}")
     _state["chapter"], _state["numbers"] = chapter, {}
@@ -121,7 +121,7 @@ def figure(chart: Any, name: str, caption: str) -> Figure:
         The :class:`Figure`; as a cell's last expression it displays the chart and its caption.
 
     Raises:
-        InputError: no chapter set (call ``lib.book_setup(chapter=N)`` first), a bad name or an empty caption.
+        InputError: no chapter set (call ``lib.page.setup.book_setup(chapter=N)`` first), a bad name or an empty caption.
 
     Example:
         >>> import altair as alt, pandas as pd
@@ -132,11 +132,11 @@ def figure(chart: Any, name: str, caption: str) -> Figure:
         >>> fig.ref, fig.ref.target
         (Fig. 3.1, 'fig-3-demo')
     """
-    from lib.prose import glue
+    from lib.page.prose import glue
 
     chapter = _state["chapter"]
     if chapter is None:
-        raise InputError("figure() needs the chapter's number: call lib.book_setup(chapter=N) first")
+        raise InputError("figure() needs the chapter's number: call lib.page.setup.book_setup(chapter=N) first")
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise InputError(f"a figure's name is a lower-case identifier such as 'spectrum', not {name!r}")
     if not isinstance(caption, str) or not caption.strip():

@@ -1,6 +1,6 @@
 """The code that runs, shown on the page: a function's source from ``lib``, highlighted, on both surfaces.
 
-A page that explains an algorithm ``lib`` implements shows ``show_source(lib.power.power_method)`` instead
+A page that explains an algorithm ``lib`` implements shows ``show_source(lib.linalg.power.power_method)`` instead
 of a copy, so the page and the library cannot drift apart.
 """
 

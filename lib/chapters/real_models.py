@@ -1,0 +1,1198 @@
+"""Real-model experiments (chapter 3): the paper's model list, the switch, safe loading, data collection.
+
+* :data:`PAPER_MODELS` lists the checkpoints of the paper [paper: the families and the four ALBERT
+  sizes; v2, cased/uncased and the GPT sizes are ours: the paper does not name them; chapter 3, section 3.5].
+* :func:`selected_models` is the one switch: nothing unless ``SPECTRAL_BOOK_REAL_MODELS=1``
+  (:func:`lib.real_models_enabled`); then the paper's list, or the comma-separated ids in
+  ``SPECTRAL_BOOK_CH3_MODELS`` if that is set (to run a subset).
+* :func:`try_load` returns the model, or a message string that a page can print before moving on.
+* :func:`random_albert` builds a random-initialised ALBERT v2 of any of the four sizes offline (only a
+  ``config.json`` is written; no weights are downloaded): the architecture-only control.
+* :func:`prompt_states` and :func:`simplified_states` collect token trajectories as
+  :class:`lib.methods.alignment.TokenStates`, from the real forward pass or from the simplified
+  FFN-free layer of :mod:`lib.theory.dynamics` (a thin wrapper that batches prompts of equal length).
+* :func:`shared_run_rows` / :func:`shared_run_row`: the summary of iterating one shared layer
+  (predicted and fitted rates, alignment) and the lookup of one run's principal target.
+* :func:`layer_varying` computes γ_t / ρ_t with intervals, chance levels and each layer's own null test
+  (random subspaces of the layer's basis dimension, BH across layers) for the simplified model and the
+  real forward pass; :func:`layer_range`, :func:`overview_row` and
+  :func:`compare_to_twins` reduce its tables to the numbers a page reports (trained vs random init).
+* :func:`run_paper_model` runs the whole analysis of one of the paper's checkpoints and returns data,
+  or a message if the checkpoint cannot be loaded or analysed; with ``strict=True`` (chapter 3 with the
+  switch on: the publishing build) it raises :class:`lib.errors.RealModelRunError` instead.
+* :func:`estimate_seconds` / :func:`time_warning`: a calibrated estimate of the run time, and a warning
+  before a long CPU run.
+* Chapter 3 section by section: :func:`random_albert_spectra` (3.1), :func:`shared_layer_runs` and its
+  frame and table (3.2), :func:`analyse` (one model's γ_t / ρ_t with nulls), :func:`depth_profiles`,
+  :func:`special_token_results` (3.3), :func:`overview_table` (3.4), :func:`offline_message` (3.5); the
+  prose's numbers and words: :func:`gamma_rho_glue`, :func:`build_up_glue`, :func:`layer_list`,
+  :func:`beat_phrase`, :func:`twin_verdict`; one precision per quantity in its tables: :func:`table_formats`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+import torch
+
+from lib.config import real_models_enabled
+from lib.errors import RealModelRunError
+from lib.linalg import spectra
+from lib.linalg.power import fitted_ratio
+from lib.methods import alignment as als
+from lib.methods.alignment import EigenBases, TokenStates
+from lib.methods.layer_spectra import summary_table
+from lib.models import load_model
+from lib.models.twins import series_label
+from lib.theory import dynamics
+
+if TYPE_CHECKING:
+    from lib.models import SpectralModel
+
+__all__ = [
+    "ALBERT_SIZES",
+    "ALPHA",
+    "DIRECTION_STATISTICS",
+    "DirectionTests",
+    "build_up_status",
+    "build_up_summary",
+    "build_up_verdict",
+    "combine_verdicts",
+    "direction_glue",
+    "direction_table",
+    "direction_tests",
+    "direction_verdict",
+    "FDR",
+    "MODEL_LIST_ENV",
+    "NULL_TEST_COLUMNS",
+    "PAPER_MODELS",
+    "TRAJECTORIES",
+    "AlbertSpectra",
+    "Analysis",
+    "BuildUp",
+    "LayerRange",
+    "LayerVarying",
+    "ModelSpec",
+    "PaperModelRun",
+    "SharedRun",
+    "TwinComparison",
+    "albert_config",
+    "albert_config_dir",
+    "analyse",
+    "beat_phrase",
+    "best_device",
+    "build_up_glue",
+    "build_up_text",
+    "compare_to_twins",
+    "depth_profiles",
+    "eigen_bases_table",
+    "eigvals_table",
+    "estimate_seconds",
+    "gamma_rho_glue",
+    "is_shared",
+    "layer_list",
+    "layer_range",
+    "layer_varying",
+    "offline_message",
+    "p_phrase",
+    "overview_row",
+    "overview_table",
+    "paper_models_table",
+    "prompt_states",
+    "random_albert",
+    "random_albert_spectra",
+    "run_paper_model",
+    "select_source",
+    "selected_models",
+    "series_label",
+    "shared_layer_runs",
+    "shared_run_row",
+    "shared_run_rows",
+    "shared_runs_frame",
+    "shared_runs_table",
+    "short_label",
+    "simplified_states",
+    "special_token_results",
+    "summary_from_eigvals",
+    "table_formats",
+    "time_warning",
+    "try_load",
+    "twin_verdict",
+    "unique_layer_matrices",
+]
+
+MODEL_LIST_ENV = "SPECTRAL_BOOK_CH3_MODELS"
+"""Optional comma-separated hub ids that replace the paper's list when the real-model switch is on."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One checkpoint of the paper's set and the sizes needed for a time estimate (public configs)."""
+
+    hub_id: str
+    d: int
+    n_layers: int
+    shared: bool
+    params_m: float  # parameters of the base model, millions (for the forward-pass estimate)
+
+
+PAPER_MODELS: tuple[ModelSpec, ...] = (
+    ModelSpec("albert/albert-base-v2", 768, 12, True, 11.7),
+    ModelSpec("albert/albert-large-v2", 1024, 24, True, 17.7),
+    ModelSpec("albert/albert-xlarge-v2", 2048, 24, True, 58.7),
+    ModelSpec("albert/albert-xxlarge-v2", 4096, 12, True, 222.6),
+    ModelSpec("google-bert/bert-base-uncased", 768, 12, False, 109.5),
+    ModelSpec("openai-community/gpt2", 768, 12, False, 124.4),
+    ModelSpec("EleutherAI/gpt-neo-125m", 768, 12, False, 125.2),
+)
+"""The paper's models [paper: families and ALBERT sizes; exact variants ours]."""
+
+ALBERT_SIZES: dict[str, dict[str, int]] = {
+    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12),
+    "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16),
+    "xlarge": dict(hidden_size=2048, num_hidden_layers=24, num_attention_heads=16),
+    "xxlarge": dict(hidden_size=4096, num_hidden_layers=12, num_attention_heads=64),
+}
+"""ALBERT v2 sizes (the four of the paper, in v2 [ours]); every size has ``embedding_size = 128`` and FFN ``4 d``."""
+
+
+# -- the switch and loading ---------------------------------------------------------------------------
+def selected_models() -> list[str]:
+    """Hub ids the chapter should load: ``[]`` offline (the default), else the paper's set or the override."""
+    if not real_models_enabled():
+        return []
+    override = os.environ.get(MODEL_LIST_ENV, "").strip()
+    if override:
+        return [name.strip() for name in override.split(",") if name.strip()]
+    return [m.hub_id for m in PAPER_MODELS]
+
+
+def try_load(name: str, **kwargs: Any) -> Any:
+    """:func:`lib.load_model` that never raises: the model, or a one-paragraph message saying why not.
+
+    The message names the model and keeps the loader's own advice (network, cache, gating, memory), so
+    a page can print it and carry on with the next model.
+    """
+    try:
+        return load_model(name, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - any failure becomes a message on the page
+        return _load_failure(name, exc)
+
+
+def _load_failure(name: str, exc: BaseException) -> str:
+    """``"⚠ <name> could not be loaded (<error type>): <message>"``; a type ``lib`` did not raise is "unexpected"."""
+    kind = type(exc).__name__ if isinstance(exc, lib.SpectralBookError) else f"unexpected {type(exc).__name__}"
+    return f"⚠ {name} could not be loaded ({kind}): {exc}"
+
+
+_CONFIG_ROOT: Path | None = None
+
+
+def albert_config(size: str, **overrides: Any):
+    """The ``AlbertConfig`` of ALBERT v2 ``size`` (embedding 128, ``d_ff = 4d``), with ``overrides``."""
+    from transformers import AlbertConfig
+
+    if size not in ALBERT_SIZES:
+        raise ValueError(f"ALBERT size must be one of {sorted(ALBERT_SIZES)}, got {size!r}")
+    h = ALBERT_SIZES[size]["hidden_size"]
+    return AlbertConfig(**{**ALBERT_SIZES[size], "embedding_size": 128, "intermediate_size": 4 * h, **overrides})
+
+
+def albert_config_dir(size: str) -> Path:
+    """A folder holding only the ``config.json`` of ALBERT v2 ``size`` (created once per process)."""
+    global _CONFIG_ROOT
+    config = albert_config(size)  # validates the size
+    if _CONFIG_ROOT is None:
+        _CONFIG_ROOT = Path(tempfile.mkdtemp(prefix="spectral-book-albert-"))
+    folder = _CONFIG_ROOT / f"albert-{size}-v2 config"
+    if not (folder / "config.json").is_file():
+        config.save_pretrained(folder)
+    return folder
+
+
+def random_albert(size: str, seed: int = 0) -> lib.SpectralModel:
+    """ALBERT v2 ``size`` at random initialization (seeded), offline. Its label names the size and seed."""
+    return load_model(str(albert_config_dir(size)), random_init=True, seed=seed)
+
+
+# -- spectra ------------------------------------------------------------------------------------------
+def is_shared(model: SpectralModel) -> bool:
+    """Whether every layer runs the same block (ALBERT v2: one shared layer)."""
+    return len({id(b) for b in model.blocks}) == 1
+
+
+def unique_layer_matrices(model: SpectralModel) -> torch.Tensor:
+    """``F_t`` of every *distinct* block: ``(1, d, d)`` for a shared-weight model, else ``(L, d, d)``."""
+    return model.layer(0).attention.layer_matrix()[None] if is_shared(model) else model.layer_matrices()
+
+
+def eigvals_table(F: Any, label: str) -> tuple[np.ndarray, pd.DataFrame]:
+    """Eigenvalues only (no eigenvectors, about 3× cheaper) and a per-layer summary table.
+
+    Returns:
+        ``(eigvals (L, d) complex128 sorted, table)``; see :func:`summary_from_eigvals` for the table.
+    """
+    lams = np.atleast_2d(spectra.eigvals(F))
+    return lams, summary_from_eigvals(lams, label, d=lams.shape[1])
+
+
+def summary_from_eigvals(lams: Any, label: str, *, d: int) -> pd.DataFrame:
+    """:func:`lib.methods.layer_spectra.summary_table` plus the width ``d`` (leading eigenvalues suffice)."""
+    table = summary_table(lams, label)
+    table.insert(2, "d", d)
+    return table
+
+
+def eigen_bases_table(eb: EigenBases, label: str) -> pd.DataFrame:
+    """One display row per layer of :class:`lib.methods.alignment.EigenBases`.
+
+    Columns: ``model`` (``label``), ``layer`` (1-based), ``λ1`` (text, 4 decimals), ``λ1 complex``,
+    ``gap ratio`` (``|λ_next|/|λ_1|``) and ``span{v1,v2} ratio`` (the rate toward ``span{v_1, v_2}``).
+    """
+    return pd.DataFrame({"model": label, "layer": np.arange(1, eb.n_layers + 1),
+                         "λ1": [f"{z:.4f}" for z in eb.lambda1], "λ1 complex": eb.lambda1_complex,
+                         "gap ratio": eb.gap_ratio, "span{v1,v2} ratio": eb.subspace_ratio})
+
+
+def short_label(label: str) -> str:
+    """The part of a model label in parentheses, for table cells (figures keep the full label).
+
+    ``"all-MiniLM-L6-v2 (random init, seed 1)"`` → ``"random init, seed 1"``; a label without
+    parentheses comes back unchanged.
+    """
+    return label.split("(", 1)[-1].rstrip(")")
+
+
+# -- token trajectories ---------------------------------------------------------------------------------
+def prompt_states(model: SpectralModel, texts: Sequence[str], *, batched: bool = False
+                  ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Real forward passes: the residual stream ``(L+1, n_p, d)`` float64 and the special-token mask of each text.
+
+    ``batched=True`` runs the texts of equal token length together (:meth:`SpectralModel.hidden_states_batch`:
+    one pass per distinct length, several times faster on a CPU; equal to the one-text passes to float32
+    rounding, not bitwise).
+    """
+    encs = [model.encode(t) for t in texts]
+    specials = [e["special"] for e in encs]
+    if not batched:
+        return model.hidden_states(list(texts), progress=False), specials
+    by_len: dict[int, list[int]] = {}
+    for p, e in enumerate(encs):
+        by_len.setdefault(len(e["input_ids"]), []).append(p)
+    states: list[Any] = [None] * len(encs)
+    for idx in by_len.values():
+        out = model.hidden_states_batch(torch.stack([encs[p]["input_ids"] for p in idx]))
+        for b, p in enumerate(idx):
+            states[p] = out[:, b]
+    return states, specials
+
+
+def simplified_states(
+    weights: Any,
+    x0: Sequence[Any],
+    *,
+    steps: int | None = None,
+    special: Sequence[Any] | None = None,
+    label: str = "",
+    **simulate_kwargs: Any,
+) -> TokenStates:
+    """Run :func:`lib.theory.dynamics.simulate` from each prompt's initial tokens and collect :class:`TokenStates`.
+
+    Prompts of equal length are stacked into one batch, so the number of calls is the number of
+    distinct lengths, not of prompts.
+
+    Args:
+        weights: per-layer weights (a sequence) or one shared layer (then ``steps`` is required).
+        x0: one ``(n_p, d)`` initial state per prompt (e.g. ``hidden_states[p][0]``).
+        steps: layers or steps to run.
+        special: special-token masks, as in :meth:`TokenStates.from_trajectories`.
+        label: for tables and subtitles.
+        simulate_kwargs: passed to :func:`lib.theory.dynamics.simulate` (``norm``, ``radius``, ``residual``...).
+    """
+    x0 = [spectra.as_float64(x) for x in x0]
+    by_len: dict[int, list[int]] = {}
+    for p, x in enumerate(x0):
+        by_len.setdefault(x.shape[0], []).append(p)
+    trajs: list[Any] = [None] * len(x0)
+    for idx in by_len.values():
+        batch = torch.as_tensor(np.stack([x0[p] for p in idx]))
+        out = dynamics.simulate(weights, batch, steps, **simulate_kwargs)  # (T+1, B, n, d)
+        for b, p in enumerate(idx):
+            trajs[p] = out[:, b].numpy()
+    return TokenStates.from_trajectories(trajs, special, label=label)
+
+
+# -- shared weights: iterating one layer ----------------------------------------------------------------
+def shared_run_rows(
+    conv: pd.DataFrame, *, label: str, layer: int, fit: tuple[int, int] = (20, 50), floor: float = 1e-9
+) -> list[dict[str, Any]]:
+    """Summary of one shared-layer run: one row per target of :func:`lib.methods.alignment.shared_convergence`.
+
+    Args:
+        conv: the run's ``shared_convergence`` rows (steps ``0..T``; the principal target first).
+        label: the model's label (shortened by :func:`short_label`).
+        layer: the iterated layer, 1-based.
+        fit: first and last step of the fitted rate (:func:`lib.linalg.power.fitted_ratio` of the mean distance).
+        floor: distances below it are left out of the fit (round-off level).
+
+    Returns:
+        Dicts with ``model``, ``layer iterated``, ``target``, ``predicted rate r`` (the gap or subspace
+        ratio), ``fitted rate (steps a–b)`` (and its ``fitted rate 95% CI`` over prompts when ``conv`` was
+        computed with ``fit``), ``alignment at step 0`` and ``alignment at step T``.
+    """
+    start, stop = fit
+    rows = []
+    for target, g in conv.groupby("target", sort=False):
+        g = g.set_index("step")
+        rows.append({
+            "model": short_label(label), "layer iterated": layer, "target": target,
+            "predicted rate r": g.rate.iloc[0],
+            f"fitted rate (steps {start}–{stop})": fitted_ratio(
+                g.distance.loc[:stop].to_numpy(), start=start, floor=floor),
+            **({"fitted rate 95% CI": f"{g.fitted_lo.iloc[0]:.3f}–{g.fitted_hi.iloc[0]:.3f}"}
+               if "fitted_lo" in g else {}),
+            "alignment at step 0": g.alignment.iloc[0],
+            f"alignment at step {int(g.index[-1])}": g.alignment.iloc[-1],
+        })
+    return rows
+
+
+def shared_run_row(table: pd.DataFrame, label: str, layer: int) -> pd.Series:
+    """The row of the principal target (``v₁``, or the plane of a complex pair) of one run in a table of
+    :func:`shared_run_rows`, found by the model's full ``label`` and the 1-based ``layer`` iterated."""
+    rows = table[(table.model == short_label(label)) & (table["layer iterated"] == layer)]
+    if rows.empty:
+        raise KeyError(f"no shared run of {label!r}, layer {layer}")
+    return rows.iloc[0]
+
+
+# -- layer-varying models: γ_t and ρ_t --------------------------------------------------------------------
+TRAJECTORIES: tuple[str, str] = ("simplified", "real forward pass")
+"""The two trajectory sources of :func:`layer_varying`, in the order its tables list them."""
+
+
+NULL_TEST_COLUMNS: tuple[str, ...] = (
+    "gamma_null_lo", "gamma_null_hi", "gamma_ratio_null_lo", "gamma_ratio_null_hi", "rho_null_lo", "rho_null_hi",
+    "p_gamma", "q_gamma", "p_rho", "q_rho", "tilt_null_lo", "tilt_null_hi", "p_tilt", "q_tilt",
+)
+"""The columns of :func:`lib.methods.alignment.random_null` that :func:`layer_varying` copies into its results."""
+
+FDR = 0.05
+"""The false discovery rate at which a layer "beats its null" (Benjamini–Hochberg ``q < FDR``)."""
+
+
+class LayerVarying(NamedTuple):
+    """What :func:`layer_varying` returns; unpacks as ``(results, null, states)``.
+
+    Attributes:
+        results: rows of :func:`lib.methods.alignment.gamma_rho` (one per layer and source, sources in
+            :data:`TRAJECTORIES` order, content tokens) with a ``variant`` column
+            ``"trained · <source>"`` or ``"random init s<seed> · <source>"``, and the null-test columns
+            :data:`NULL_TEST_COLUMNS` of the layer's own null merged in.
+        null: rows of :func:`lib.methods.alignment.random_null`, same layers and variants.
+        states: the :class:`TokenStates` of each source (all tokens, special ones included), keyed by source.
+    """
+
+    results: pd.DataFrame
+    null: pd.DataFrame
+    states: dict[str, TokenStates]
+
+
+def layer_varying(
+    model: Any, H: Sequence[Any], S: Sequence[Any], eb: EigenBases, *, seed: int = 0, n_null: int = 1000
+) -> LayerVarying:
+    """γ_t / ρ_t with bootstrap intervals, chance levels and each layer's own null test, for both
+    trajectory sources (reconstructed definitions [ours], :mod:`lib.methods.alignment`).
+
+    Sources: ``"simplified"`` runs every layer's own weights in the FFN-free, L2-normalized layer of
+    :mod:`lib.theory.dynamics` (radius ``sqrt(d)``, no residual) from the real embedding output ``H[p][0]``;
+    ``"real forward pass"`` is the residual stream ``H`` itself. Statistics use content tokens only.
+
+    Args:
+        model: a loaded :class:`lib.SpectralModel` with ``L`` layers.
+        H: per prompt, the residual stream ``(L+1, n_p, d)`` (:func:`prompt_states`).
+        S: per prompt, the special-token mask ``(n_p,)``.
+        eb: :class:`lib.methods.alignment.EigenBases` of the ``L`` layer matrices.
+        seed: seed of the bootstrap over prompts and of the random subspaces.
+        n_null: random subspaces per layer in the null (:func:`lib.methods.alignment.random_null`).
+    """
+    weights = [model.layer(t).attention for t in range(model.n_layers)]
+    runs = {
+        "simplified": simplified_states(weights, [h[0] for h in H], special=S, label=model.label),
+        "real forward pass": TokenStates.from_trajectories(H, S, label=model.label),
+    }
+    who = f"random init s{model.seed}" if model.random_init else "trained"
+    res, nulls = [], []
+    for source, ts in runs.items():
+        content = ts.select("content")
+        null = als.random_null(content, eb, m=n_null, seed=seed).assign(variant=f"{who} · {source}")
+        r = als.gamma_rho(content, eb, seed=seed).assign(variant=f"{who} · {source}")
+        res.append(r.merge(null[["layer", *NULL_TEST_COLUMNS]], on="layer", how="left"))
+        nulls.append(null)
+    return LayerVarying(pd.concat(res, ignore_index=True), pd.concat(nulls, ignore_index=True), runs)
+
+
+def select_source(frame: pd.DataFrame, source: str) -> pd.DataFrame:
+    """The rows of a :func:`layer_varying` table (``results`` or ``null``) of trajectory source ``source``."""
+    if source not in TRAJECTORIES:
+        raise ValueError(f"source must be one of {TRAJECTORIES}, got {source!r}")
+    return frame[frame.variant.str.endswith(source)]
+
+
+def _layers(r: pd.DataFrame, mask: pd.Series) -> tuple[int, ...]:
+    """The 1-based layers of the rows of ``r`` where ``mask`` holds."""
+    return tuple(int(x) for x in r.layer[mask])
+
+
+@dataclass(frozen=True)
+class LayerRange:
+    """Extremes and null-test counts over the layers of one trajectory source (one model, or several pooled).
+
+    Attributes:
+        layers: number of rows (layers, times models if pooled).
+        gamma_ratio_min, gamma_ratio_max: smallest and largest ``γ_t / c_{d,k_t}`` (each layer's own chance level).
+        rho_min, rho_max: smallest and largest ``ρ_t``; rho_min_layer: the (1-based) layer of the smallest
+            (the first such row).
+        gamma_beat, rho_beat: the rows whose γ_t (ρ_t) beats the layer's own null at FDR 5%
+            (``q < FDR``), as 1-based layer numbers.
+        tilt_beat: the same for the tilt Δγ_t (``()`` where the results carry no test of the tilt).
+    """
+
+    layers: int
+    gamma_ratio_min: float
+    gamma_ratio_max: float
+    rho_min: float
+    rho_max: float
+    rho_min_layer: int
+    gamma_beat: tuple[int, ...]
+    rho_beat: tuple[int, ...]
+    tilt_beat: tuple[int, ...] = ()
+
+
+def layer_range(results: pd.DataFrame, source: str) -> LayerRange:
+    """:class:`LayerRange` of the ``source`` rows of ``results`` (:attr:`LayerVarying.results`, or several
+    concatenated; their index may repeat)."""
+    r = select_source(results, source).reset_index(drop=True)
+    return LayerRange(
+        layers=len(r),
+        gamma_ratio_min=float(r.gamma_ratio.min()), gamma_ratio_max=float(r.gamma_ratio.max()),
+        rho_min=float(r.rho.min()), rho_max=float(r.rho.max()),
+        rho_min_layer=int(r.layer.iloc[np.argmin(r.rho)]),
+        gamma_beat=_layers(r, r.q_gamma < FDR), rho_beat=_layers(r, r.q_rho < FDR),
+        tilt_beat=_layers(r, r.q_tilt < FDR) if "q_tilt" in r else (),
+    )
+
+
+def overview_row(label: str, results: pd.DataFrame, source: str) -> dict[str, Any]:
+    """One model and trajectory source, summarised over layers: a row of the trained-vs-random-init overview.
+
+    Keys: ``model`` (``label``), ``trajectories`` (``source``), ``mean γₜ / chance``, ``mean Δγₜ``,
+    ``mean ρₜ``, and ``layers where γₜ beats its null`` / ``layers where ρₜ beats its null`` (FDR 5%,
+    as text: the layers, or "none"), and ``layers where Δγₜ beats its null`` where ``results`` test the tilt.
+    """
+    r = select_source(results, source)
+    def beat(col: str) -> str:
+        layers = _layers(r, r[col] < FDR)
+        return ", ".join(map(str, layers)) if layers else "none"
+    row = {"model": label, "trajectories": source, "mean γₜ / chance": r.gamma_ratio.mean(),
+           "mean Δγₜ": r.tilt.mean(), "mean ρₜ": r.rho.mean(),
+           "layers where γₜ beats its null": beat("q_gamma")}
+    if "q_tilt" in r:
+        row["layers where Δγₜ beats its null"] = beat("q_tilt")
+    return {**row, "layers where ρₜ beats its null": beat("q_rho")}
+
+
+@dataclass(frozen=True)
+class TwinComparison:
+    """A trained model against its random-init twins for one trajectory source.
+
+    Attributes:
+        source: the trajectory source (one of :data:`TRAJECTORIES`).
+        trained_gamma: mean over layers of ``γ_t / c_{d,k_t}``; twin_gamma: the same per twin.
+        gamma_where: ``"above"``, ``"within"`` or ``"below"`` the twins' range
+            (:func:`lib.methods.alignment.range_position`).
+        trained_rho, twin_rho, rho_where: the same for the mean ``ρ_t``.
+        gamma_layers_above, rho_layers_above: layers whose trained value lies above all the twins' values
+            *of the same layer* (with three twins, chance alone puts a layer there one time in four).
+        trained_gamma_beat, twin_gamma_beat: layers beating their own null at FDR 5% (γ_t), trained and per twin.
+        trained_rho_beat, twin_rho_beat: the same for ρ_t.
+    """
+
+    source: str
+    trained_gamma: float
+    twin_gamma: tuple[float, ...]
+    gamma_where: str
+    trained_rho: float
+    twin_rho: tuple[float, ...]
+    rho_where: str
+    gamma_layers_above: tuple[int, ...] = ()
+    rho_layers_above: tuple[int, ...] = ()
+    trained_gamma_beat: int = 0
+    twin_gamma_beat: tuple[int, ...] = ()
+    trained_rho_beat: int = 0
+    twin_rho_beat: tuple[int, ...] = ()
+
+    @property
+    def learned(self) -> bool:
+        """Whether training raises both means above every twin."""
+        return self.gamma_where == "above" and self.rho_where == "above"
+
+
+def compare_to_twins(trained: pd.DataFrame, twins: Sequence[pd.DataFrame], source: str) -> TwinComparison:
+    """:class:`TwinComparison` of the trained model's :attr:`LayerVarying.results` against each twin's
+    (the same prompts, tokens and layers; layers are matched by their number)."""
+    tr = select_source(trained, source).set_index("layer")
+    tws = [select_source(r, source).set_index("layer") for r in twins]
+
+    def above(col: str) -> tuple[int, ...]:
+        if not tws:
+            return ()
+        top = pd.concat([t[col] for t in tws], axis=1).max(axis=1)
+        return tuple(int(x) for x in tr.index[tr[col] > top.reindex(tr.index)])
+
+    def beat(r: pd.DataFrame, col: str) -> int:
+        return int((r[col] < FDR).sum()) if col in r else 0
+
+    tr_g, tr_r = float(tr.gamma_ratio.mean()), float(tr.rho.mean())
+    tw_g = tuple(float(t.gamma_ratio.mean()) for t in tws)
+    tw_r = tuple(float(t.rho.mean()) for t in tws)
+    return TwinComparison(
+        source, tr_g, tw_g, als.range_position(tr_g, tw_g), tr_r, tw_r, als.range_position(tr_r, tw_r),
+        gamma_layers_above=above("gamma_ratio"), rho_layers_above=above("rho"),
+        trained_gamma_beat=beat(tr, "q_gamma"), twin_gamma_beat=tuple(beat(t, "q_gamma") for t in tws),
+        trained_rho_beat=beat(tr, "q_rho"), twin_rho_beat=tuple(beat(t, "q_rho") for t in tws),
+    )
+
+
+# -- chapter 3, section by section: what the page computes and the numbers its prose quotes -------------------
+def paper_models_table() -> pd.DataFrame:
+    """:data:`PAPER_MODELS` as a table for the page: ``hub id``, ``d``, ``layers``, ``shared weights``."""
+    return pd.DataFrame([{"hub id": m.hub_id, "d": m.d, "layers": m.n_layers, "shared weights": m.shared}
+                         for m in PAPER_MODELS])
+
+
+class AlbertSpectra(NamedTuple):
+    """What :func:`random_albert_spectra` returns.
+
+    Attributes:
+        table: one :func:`summary_from_eigvals` row per size (``layer`` is ``"shared"``), in the order computed.
+        leading: labels of the sizes of which only the leading ``k`` eigenvalues were computed.
+        residual: the largest residual of those leading eigenpairs (:func:`lib.linalg.topk_eig.topk_eig`).
+    """
+
+    table: pd.DataFrame
+    leading: tuple[str, ...]
+    residual: float
+
+
+def random_albert_spectra(seed: int = 0, *, full: Sequence[str] = ("base", "large", "xlarge"),
+                          leading: Sequence[str] = ("xxlarge",), k: int = 4) -> AlbertSpectra:
+    """The shared layer's spectrum of ALBERT v2 at random initialization, one size after the other (offline).
+
+    The sizes in ``full`` get all their eigenvalues (float64 LAPACK, :func:`eigvals_table`); those in
+    ``leading`` (xxlarge, ``d = 4096``, whose full eig would dominate a CPU build) only the ``k`` leading ones
+    by the block Krylov–Schur solver of :func:`lib.linalg.topk_eig.topk_eig` (float64 Rayleigh–Ritz), which is enough
+    for the gap ratio (:func:`lib.methods.layer_spectra.summary_table`). Each model is freed before the next loads.
+    """
+    from lib.linalg.topk_eig import topk_eig
+
+    tables, labels, residual = [], [], 0.0
+    for size in full:
+        m = random_albert(size, seed=seed)
+        tables.append(eigvals_table(unique_layer_matrices(m), m.label)[1].assign(layer="shared"))
+        del m
+    for size in leading:
+        m = random_albert(size, seed=seed)
+        top = topk_eig(unique_layer_matrices(m), k)
+        tables.append(summary_from_eigvals(top.eigvals.numpy(), m.label, d=m.d_model).assign(layer="shared"))
+        labels.append(m.label)
+        residual = max(residual, float(top.residuals.max().item()))
+        del m
+    return AlbertSpectra(pd.concat(tables, ignore_index=True), tuple(labels), residual)
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """One layer of a model iterated as a shared layer (:func:`shared_layer_runs`).
+
+    Attributes:
+        series: :func:`series_label` of the model. label: the model's label. layer: the layer, 1-based.
+        convergence: its :func:`lib.methods.alignment.shared_convergence` rows (with the fitted rates).
+    """
+
+    series: str
+    label: str
+    layer: int
+    convergence: pd.DataFrame
+
+
+def shared_layer_runs(
+    models: Sequence[Any], x0: Sequence[Any], special: Sequence[Any], *, steps: int, layers: Sequence[int] = (0, 1),
+    anchor: int = 20, fit: tuple[int, int] = (20, 50), bases: Sequence[EigenBases | None] | None = None,
+) -> list[SharedRun]:
+    """Iterate each of ``layers`` (0-based) of each model ``steps`` times in the simplified model (section 3.2).
+
+    Every run starts from the same token states ``x0`` (one ``(n_p, d)`` array per prompt, e.g. the trained
+    model's embeddings) with the special-token masks ``special``, and measures the convergence of the content
+    tokens to the layer's principal direction (or plane) and to ``span{v₁, v₂}``
+    (:func:`lib.methods.alignment.shared_convergence`, constant fitted at step ``anchor``, rates fitted over
+    ``fit``). ``bases[i]`` may hold the :class:`EigenBases` of model ``i`` (else they are computed).
+    """
+    runs = []
+    for i, model in enumerate(models):
+        eb = bases[i] if bases is not None and bases[i] is not None else als.eigen_bases(model.layer_matrices())
+        for t in layers:
+            ts = simplified_states(model.layer(t).attention, x0, steps=steps, special=special)
+            conv = als.shared_convergence(ts.select("content"), eb.layer(t), anchor=anchor, fit=fit)
+            runs.append(SharedRun(series_label(model), model.label, t + 1, conv))
+    return runs
+
+
+def shared_runs_frame(runs: Sequence[SharedRun]) -> pd.DataFrame:
+    """The runs' convergence rows in one frame, with ``series`` and ``layer iterated`` columns (for a chart)."""
+    return pd.concat([r.convergence.assign(series=r.series, **{"layer iterated": r.layer}) for r in runs],
+                     ignore_index=True)
+
+
+def shared_runs_table(runs: Sequence[SharedRun], fit: tuple[int, int] = (20, 50)) -> pd.DataFrame:
+    """:func:`shared_run_rows` of every run, in order: one row per run and target."""
+    return pd.DataFrame([row for r in runs for row in shared_run_rows(r.convergence, label=r.label, layer=r.layer,
+                                                                        fit=fit)])
+
+
+def table_formats(columns: Sequence[str]) -> dict[str, str]:
+    """One ``Styler.format`` string per numeric column of chapter 3's tables: a quantity has one precision
+    everywhere (rates 3 decimals, as their interval texts; alignments 4; γ_t / chance 2; Δγ_t 4; ρ_t 3)."""
+    prefixes = {"predicted rate": "{:.3f}", "fitted rate (": "{:.3f}", "alignment at step": "{:.4f}"}
+    exact = {"mean γₜ / chance": "{:.2f}", "mean Δγₜ": "{:.4f}", "mean ρₜ": "{:.3f}", **als.GAMMA_RHO_FORMAT}
+    out = {}
+    for col in columns:
+        fmt = exact.get(col) or next((f for prefix, f in prefixes.items() if col.startswith(prefix)), None)
+        if fmt is not None:
+            out[col] = fmt
+    return out
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Section 3.3's analysis of one model (:func:`analyse`): γ_t / ρ_t with their nulls, for both sources.
+
+    Attributes:
+        model: the :class:`lib.SpectralModel`. bases: its :class:`EigenBases`.
+        results, null, states: :func:`layer_varying`'s three parts.
+    """
+
+    model: Any
+    bases: EigenBases
+    results: pd.DataFrame
+    null: pd.DataFrame
+    states: dict[str, TokenStates]
+
+    @property
+    def who(self) -> str:
+        """The first part of the rows' ``variant``: ``"trained"`` or ``"random init s<seed>"``."""
+        return f"random init s{self.model.seed}" if self.model.random_init else "trained"
+
+
+def analyse(model: Any, texts: Sequence[str], *, n_null: int = 1000, seed: int = 0, H: Sequence[Any] | None = None,
+            S: Sequence[Any] | None = None, bases: EigenBases | None = None, batched: bool = False) -> Analysis:
+    """:func:`layer_varying` of ``model`` on ``texts``, reusing its forward passes ``H``, ``S``
+    (:func:`prompt_states`, ``batched`` passed on) and eigen-bases where they were computed before."""
+    if H is None or S is None:
+        H, S = prompt_states(model, texts, batched=batched)
+    eb = bases if bases is not None else als.eigen_bases(model.layer_matrices())
+    return Analysis(model, eb, *layer_varying(model, H, S, eb, seed=seed, n_null=n_null))
+
+
+def overview_table(analyses: Sequence[Analysis]) -> pd.DataFrame:
+    """Section 3.4's table: one :func:`overview_row` per model and trajectory source, in order."""
+    return pd.DataFrame([overview_row(a.model.label, a.results, source)
+                         for a in analyses for source in TRAJECTORIES])
+
+
+def special_token_results(analysis: Analysis, seed: int = 0) -> pd.DataFrame:
+    """γ_t and ρ_t of ``[CLS]``/``[SEP]`` only, per source (:func:`lib.methods.alignment.gamma_rho`), with ``variant``
+    ``"<who> · <source> · [CLS]/[SEP] only"``."""
+    return pd.concat([als.gamma_rho(ts.select("special"), analysis.bases, seed=seed).assign(
+        variant=f"{analysis.who} · {source} · [CLS]/[SEP] only") for source, ts in analysis.states.items()])
+
+
+def depth_profiles(analyses: Sequence[Analysis], *, m: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Section 3.3's build-up test for each model and source: the content tokens' alignment at every depth with
+    the model's *last* layer's principal direction (:func:`lib.methods.alignment.fixed_direction_profile`), with
+    ``variant`` (``"<who> · <source>"``), ``who`` and ``source`` columns."""
+    profiles = []
+    for a in analyses:
+        for source, ts in a.states.items():
+            prof = als.fixed_direction_profile(ts.select("content"), a.bases.v1[-1], m=m, seed=seed)
+            profiles.append(prof.assign(variant=f"{a.who} · {source}", who=a.who, source=source))
+    return pd.concat(profiles, ignore_index=True)
+
+
+# -- is it the layer's own direction? (LA7, LA8) [ours] ----------------------------------------------------------
+DIRECTION_STATISTICS: dict[str, str] = {"gamma": "γₜ / chance", "tilt": "Δγₜ / chance", "rho": "ρₜ"}
+"""The statistics of the own-direction tests, by results-column stem: γ_t and its tilt Δγ_t over the chance level of
+the basis they use, and ρ_t."""
+
+ALPHA = 0.05
+"""The level of the model-wide tests (own direction against the other layers', against the twins' ``v₁``; TOST)."""
+
+
+@dataclass(frozen=True)
+class DirectionTests:
+    """One model's tests of "the tokens tilt toward their layer's *own* ``v_{1,t}``" (:func:`direction_tests`).
+
+    Attributes:
+        who: ``"trained"`` or ``"random init s<seed>"``. label: the model's label.
+        beat: per statistic (``"gamma"``, ``"tilt"``, ``"rho"``), the 1-based layers beating their own
+            random-subspace null at FDR 5% (:func:`lib.methods.alignment.random_null`).
+        own: per statistic, :func:`lib.methods.alignment.own_direction_test` of the model's cross-layer map.
+        foreign: per statistic, :func:`lib.methods.alignment.foreign_direction_test` against every layer's ``v₁`` of
+            every twin (the trained model only; ``None`` for a twin).
+    """
+
+    who: str
+    label: str
+    beat: dict[str, tuple[int, ...]]
+    own: dict[str, als.OwnDirectionTest]
+    foreign: dict[str, als.ForeignDirectionTest | None]
+
+    def held(self, keys: Sequence[str]) -> tuple[int, ...]:
+        """The layers where every statistic of ``keys`` beats its random-subspace null, if the model's own
+        directions also beat the other layers' (and, for the trained model, the twins') for each of them; else ``()``."""
+        specific = all(self.own[k].p < ALPHA and (self.foreign[k] is None or self.foreign[k].p < ALPHA) for k in keys)
+        layers = set.intersection(*(set(self.beat[k]) for k in keys))
+        return tuple(sorted(layers)) if specific else ()
+
+
+def direction_tests(trained: Analysis, twins: Sequence[Analysis], source: str = "simplified", *,
+                    seed: int = 0) -> list[DirectionTests]:
+    """:class:`DirectionTests` of the trained model (first) and of each twin, on the content tokens of ``source``.
+
+    Three nulls per statistic [ours]: random subspaces of each layer's dimension (layer by layer, the
+    :func:`layer_varying` results); the other layers' ``v₁`` (the cross-layer map, one permutation test per model:
+    anisotropic states can score high against *any* trained direction); and, for the trained model, every layer's
+    ``v₁`` of every twin (the same tokens against directions of the same architecture without training).
+    """
+    twin_v1 = np.concatenate([a.bases.v1 for a in twins]) if twins else None
+    out = []
+    for a in (trained, *twins):
+        ts = a.states[source].select("content")
+        maps = als.cross_layer_maps(ts, a.bases)
+        foreign = als.cross_layer_maps(ts, twin_v1) if a is trained and twin_v1 is not None else None
+        r = select_source(a.results, source)
+        beat = {k: _layers(r, r[f"q_{k}"] < FDR) for k in DIRECTION_STATISTICS}
+        own = {k: als.own_direction_test(getattr(maps, k), seed=seed) for k in DIRECTION_STATISTICS}
+        fore = {k: None if foreign is None else
+                als.foreign_direction_test(np.diag(getattr(maps, k)), getattr(foreign, k), seed=seed)
+                for k in DIRECTION_STATISTICS}
+        out.append(DirectionTests(a.who, a.model.label, beat, own, fore))
+    return out
+
+
+def direction_table(tests: Sequence[DirectionTests]) -> pd.DataFrame:
+    """One display row per model and statistic: layers beating the random-subspace null, the own-direction test
+    (excess of the diagonal, rows won, permutation p) and the twin-direction p (text, "—" for a twin)."""
+    rows = []
+    for t in tests:
+        for k, name in DIRECTION_STATISTICS.items():
+            own, fore = t.own[k], t.foreign[k]
+            rows.append({"model": t.label, "statistic": name,
+                         "layers above the random-subspace null": ", ".join(map(str, t.beat[k])) or "none",
+                         "own − other layers' v₁": own.excess, "rows won": own.wins,
+                         "p, own vs other layers' v₁": _p(own.p),
+                         "p, own vs twins' v₁": "—" if fore is None else _p(fore.p)})
+    return pd.DataFrame(rows)
+
+
+def _p(p: float) -> str:
+    """A p-value for a table: three decimals, or "<0.001"."""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def p_phrase(p: float) -> str:
+    """A p-value for the prose: ``"p = 0.003"``, or ``"p < 0.001"``."""
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def direction_verdict(tests: Sequence[DirectionTests], keys: Sequence[str], n_layers: int) -> str:
+    """A claim's verdict for one model from its :class:`DirectionTests` (the trained model first, then its twins).
+
+    A layer counts when every statistic of ``keys`` beats its random-subspace null and the model's own directions
+    beat the other layers' (and the twins') ``v₁`` (:meth:`DirectionTests.held`); the twins are judged by the
+    same rule on their own directions. "not reproduced" (no trained layer counts), "not specific to training" (a
+    twin has as many), else "reproduced" (every layer) or "partly reproduced".
+    """
+    trained, *twins = tests
+    n = len(trained.held(keys))
+    if n == 0:
+        return "not reproduced"
+    if twins and max(len(t.held(keys)) for t in twins) >= n:
+        return "not specific to training"
+    return "reproduced" if n == n_layers else "partly reproduced"
+
+
+def direction_glue(tests: Sequence[DirectionTests], n_layers: int) -> dict[str, Any]:
+    """The values the own-direction paragraph quotes for one model (trained first, then its twins), by glue name
+    without the model prefix: per statistic ``k`` (``gamma``, ``tilt``, ``rho``) ``own_p_<k>`` and ``twin_p_<k>``
+    (:func:`p_phrase`), ``wins_<k>`` (rows whose own direction is the row's best) and ``excess_<k>``; the layers
+    that count for LA7 (γ and Δγ) and LA8 (ρ), ``la7_layers`` / ``la8_layers`` (words) and ``la7_n`` / ``la8_n``,
+    the twins' counts ``la7_twins`` / ``la8_twins`` ("a, b, c") and the two verdicts ``la7_verdict`` /
+    ``la8_verdict`` (:func:`direction_verdict`)."""
+    trained, *twins = tests
+    out: dict[str, Any] = {}
+    for k in DIRECTION_STATISTICS:
+        out[f"own_p_{k}"] = p_phrase(trained.own[k].p)
+        out[f"twin_p_{k}"] = "—" if trained.foreign[k] is None else p_phrase(trained.foreign[k].p)
+        out[f"wins_{k}"] = trained.own[k].wins
+        out[f"excess_{k}"] = f"{trained.own[k].excess:+.2f}" if k != "rho" else f"{trained.own[k].excess:+.3f}"
+    for claim_id, keys in (("la7", ("gamma", "tilt")), ("la8", ("rho",))):
+        held = trained.held(keys)
+        out[f"{claim_id}_layers"] = layer_list(held)
+        out[f"{claim_id}_n"] = len(held)
+        out[f"{claim_id}_twins"] = ", ".join(str(len(t.held(keys))) for t in twins)
+        out[f"{claim_id}_verdict"] = direction_verdict(tests, keys, n_layers)
+    return out
+
+
+def combine_verdicts(verdicts: Sequence[str]) -> str:
+    """One Results-page verdict from the verdicts of several models: the common one if they agree; else
+    "partly reproduced" if any model reproduces the claim (fully or partly), else "not specific to training" if
+    any model shows it as much at random initialization, else "not reproduced"."""
+    vs = list(verdicts)
+    if not vs:
+        raise ValueError("no verdict to combine")
+    if len(set(vs)) == 1:
+        return vs[0]
+    if any(v in ("reproduced", "partly reproduced") for v in vs):
+        return "partly reproduced"
+    return "not specific to training" if "not specific to training" in vs else "not reproduced"
+
+
+def build_up_status(row: Any) -> str:
+    """One build-up test (a row of :func:`lib.methods.alignment.fixed_direction_profile`): ``"builds up"`` (beats
+    the random-subspace null, one-sided p < :data:`ALPHA`), ``"none"`` (equivalent to the null within its margin,
+    TOST p < :data:`ALPHA`) or ``"inconclusive"`` (neither)."""
+    if row.p_build_up < ALPHA:
+        return "builds up"
+    return "none" if row.p_equivalent < ALPHA else "inconclusive"
+
+
+def build_up_summary(statuses: dict[str, str]) -> str:
+    """The prose's sentence on LA9 from :func:`build_up_status` by name of the trained model and source (``"MiniLM's
+    simplified model"`` → ``"none"``): e.g. ``"within its margin of the null in A and B; beyond its null in C"``."""
+    if not statuses:
+        raise ValueError("no build-up test")
+    words = {"none": "within its margin of the null (no build-up) in", "builds up": "beyond its null in",
+             "inconclusive": "neither beyond its null nor shown within its margin (inconclusive) in"}
+    parts = []
+    for status, phrase in words.items():
+        names = [n for n, s in statuses.items() if s == status]
+        if names:
+            listed = " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
+            parts.append(f"{phrase} {listed}")
+    return "; ".join(parts)
+
+
+def build_up_verdict(statuses: Sequence[str]) -> str:
+    """LA9's verdict ("no build-up toward one global direction") from :func:`build_up_status` of every trained model
+    and source: "reproduced" if every one is equivalent to its null; "not reproduced" if every one builds up;
+    "partly reproduced" if some are equivalent or some build up and others do not; "inconclusive (underpowered)"
+    if none builds up and none is shown equivalent."""
+    s = list(statuses)
+    if not s:
+        raise ValueError("no build-up test")
+    if all(x == "none" for x in s):
+        return "reproduced"
+    if all(x == "builds up" for x in s):
+        return "not reproduced"
+    if all(x == "inconclusive" for x in s):
+        return "inconclusive (underpowered)"
+    return "partly reproduced"
+
+
+# -- the words of chapter 3's prose ---------------------------------------------------------------------------
+def layer_list(layers: Sequence[int]) -> str:
+    """``"layers 1, 2 and 4"``, ``"layer 3"`` or ``"no layer"``."""
+    words = [str(x) for x in layers]
+    if not words:
+        return "no layer"
+    if len(words) == 1:
+        return f"layer {words[0]}"
+    return "layers " + ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def beat_phrase(r: LayerRange, c: TwinComparison, metric: str) -> str:
+    """``"k of L layers (trained) vs a, b, c (twins)"``: layers beating their own null, for ``metric``
+    (``"gamma"`` or ``"rho"``) of one source."""
+    if metric not in ("gamma", "rho"):
+        raise ValueError(f"metric must be 'gamma' or 'rho', got {metric!r}")
+    tr, tw = getattr(r, f"{metric}_beat"), getattr(c, f"twin_{metric}_beat")
+    return f"{len(tr)} of {r.layers} layers (trained) vs {', '.join(map(str, tw))} (twins)"
+
+
+def twin_verdict(n_trained: int, n_twins: Sequence[int], n_layers: int) -> str:
+    """A claim's verdict from the null-test counts (layers beating their own null at FDR 5%) of the trained
+    model and of each twin: "not reproduced" (no trained layer), "not specific to training" (a twin does as
+    well), else "reproduced" (every layer) or "partly reproduced"."""
+    if n_trained == 0:
+        return "not reproduced"
+    if n_twins and max(n_twins) >= n_trained:
+        return "not specific to training"
+    return "reproduced" if n_trained == n_layers else "partly reproduced"
+
+
+def gamma_rho_glue(trained: Analysis, twins: Sequence[Analysis], source: str) -> dict[str, Any]:
+    """The values section 3.3's prose quotes for one trajectory source, by glue name (without the source prefix).
+
+    ``ratio_range`` / ``rho_range`` (trained, over layers), ``g_beat`` / ``r_beat`` (how many layers beat
+    their own null, ints) and ``*_layers`` (which, in words), ``null_g`` / ``null_rho`` (the nulls' central 95%
+    ranges), the same for the twins pooled (``tw_*``), the means over layers (``tr_g``, ``tw_g``, ``tr_r``,
+    ``tw_r``) and where the trained one lies in the twins' range (``g_where``, ``r_where``), the layers above
+    every twin (``g_above``, ``r_above``) and two verdict sentences (``means_verdict``, ``null_verdict``).
+    """
+    res_tw = [a.results for a in twins]
+    r = layer_range(trained.results, source)
+    nr = als.null_range(select_source(trained.null, source))
+    c = compare_to_twins(trained.results, res_tw, source)
+    tw = layer_range(pd.concat(res_tw), source)
+    more = {m: len(getattr(r, f"{m}_beat")) > max(getattr(c, f"twin_{m}_beat")) for m in ("gamma", "rho")}
+    if all(more.values()):
+        null_verdict = ("the trained layers beat their own null more often than those of any twin, for both γₜ "
+                        "and ρₜ")
+    elif any(more.values()):
+        null_verdict = ("the trained layers beat their own null more often than any twin's for "
+                        + ("γₜ" if more["gamma"] else "ρₜ") + " only")
+    else:
+        null_verdict = "the trained layers beat their own null no more often than some twin's"
+    return {
+        "ratio_range": f"{r.gamma_ratio_min:.2f}–{r.gamma_ratio_max:.2f}",
+        "rho_range": f"{r.rho_min:.2f}–{r.rho_max:.2f}",
+        "g_beat": len(r.gamma_beat), "g_beat_layers": layer_list(r.gamma_beat),
+        "r_beat": len(r.rho_beat), "r_beat_layers": layer_list(r.rho_beat),
+        "null_rho": f"{nr.rho_lo:.2f}–{nr.rho_hi:.2f}",
+        "null_g": f"{nr.gamma_ratio_lo:.2f}–{nr.gamma_ratio_hi:.2f}",
+        "tw_ratio_range": f"{tw.gamma_ratio_min:.2f}–{tw.gamma_ratio_max:.2f}",
+        "tw_rho_range": f"{tw.rho_min:.2f}–{tw.rho_max:.2f}",
+        "tw_g_beat": ", ".join(map(str, c.twin_gamma_beat)), "tw_r_beat": ", ".join(map(str, c.twin_rho_beat)),
+        "tr_g": f"{c.trained_gamma:.2f}", "tw_g": ", ".join(f"{g:.2f}" for g in c.twin_gamma),
+        "g_where": c.gamma_where,
+        "tr_r": f"{c.trained_rho:.3f}", "tw_r": ", ".join(f"{x:.3f}" for x in c.twin_rho), "r_where": c.rho_where,
+        "g_above": len(c.gamma_layers_above), "r_above": len(c.rho_layers_above),
+        "means_verdict": ("training raises both means above every random initialization we tried" if c.learned else
+                          "the means over layers do not separate the trained model from random weights of the "
+                          "same architecture"),
+        "null_verdict": null_verdict,
+    }
+
+
+def build_up_text(row: Any) -> str:
+    """``"+0.0154 [+0.0113, +0.0199]"``: a profile's build-up with its bootstrap interval (a row of
+    :func:`lib.methods.alignment.fixed_direction_profile`)."""
+    return f"{row.build_up:+.4f} [{row.build_up_lo:+.4f}, {row.build_up_hi:+.4f}]"
+
+
+class BuildUp(NamedTuple):
+    """:func:`build_up_glue`'s result: the prose's values (by glue name, without the source prefix), whether
+    the trained alignment at depth ``L−1`` lies inside its null band, and whether its build-up beats the null
+    (one-sided ``p < 0.05``)."""
+
+    values: dict[str, str]
+    last_inside: bool
+    beats_null: bool
+
+
+def build_up_glue(profiles: pd.DataFrame, source: str, n_layers: int) -> BuildUp:
+    """The numbers of the build-up paragraph for one source, from :func:`depth_profiles` (trained and twins); with
+    the equivalence test's columns also ``excess`` (over the null's median, with its 90% interval), ``margin``,
+    ``p_eq`` (TOST, :func:`p_phrase`) and ``status`` (:func:`build_up_status`)."""
+    build = profiles.groupby("variant", sort=False).first()
+    b = build.loc[f"trained · {source}"]
+    tw = build[(build.who != "trained") & (build.source == source)]
+    rows = profiles[(profiles.variant == f"trained · {source}") & (profiles.step == n_layers - 1)]
+    last = rows.iloc[0]
+    values = {
+        "build": build_up_text(b),
+        "tw_build": ", ".join(f"{x:+.4f}" for x in tw.build_up),
+        "last_ratio": f"{last.ratio:.2f} [{last.ratio_lo:.2f}, {last.ratio_hi:.2f}]",
+        "last_null": f"{last.null_ratio_lo:.2f}–{last.null_ratio_hi:.2f}",
+        "build_null": f"{b.build_up_null_lo:+.4f} to {b.build_up_null_hi:+.4f}",
+        "build_p": f"{b.p_build_up:.3f}",
+    }
+    if "p_equivalent" in b:  # the equivalence test of fixed_direction_profile
+        values.update({
+            "excess": f"{b.excess:+.4f} [{b.excess_lo:+.4f}, {b.excess_hi:+.4f}]", "margin": f"{b.margin:.4f}",
+            "p_eq": p_phrase(b.p_equivalent), "status": build_up_status(b),
+        })
+    inside = bool(last.null_ratio_lo <= last.ratio <= last.null_ratio_hi)
+    return BuildUp(values, inside, bool(b.p_build_up < 0.05))
+
+
+# -- one of the paper's checkpoints, end to end ---------------------------------------------------------
+@dataclass(frozen=True)
+class PaperModelRun:
+    """What :func:`run_paper_model` computed for one checkpoint; the page draws the charts.
+
+    Attributes:
+        name: the hub id (or folder) asked for. label: the loaded model's label.
+        shared: whether one layer is shared (ALBERT).
+        spectrum: :func:`eigen_bases_table` of every distinct layer.
+        prompts: prompts used by the token experiment (0 if skipped). steps: steps of the shared
+            iteration (0 for a layer-varying model).
+        convergence: shared model: :func:`lib.methods.alignment.shared_convergence` rows of the iterated
+            layer, else ``None``.
+        layer_varying: layer-varying model: :func:`layer_varying`'s output, else ``None``.
+        note: why the token experiment was skipped (no tokenizer), else ``None``.
+    """
+
+    name: str
+    label: str
+    shared: bool
+    spectrum: pd.DataFrame
+    prompts: int
+    steps: int
+    convergence: pd.DataFrame | None = None
+    layer_varying: LayerVarying | None = None
+    note: str | None = None
+
+
+def run_paper_model(
+    name: str, texts: Sequence[str], *, device: str = "cpu", shared_prompts: int = 8, shared_steps: int = 100,
+    anchor: int = 20, seed: int = 0, random_init: bool = False, strict: bool = False,
+) -> PaperModelRun | str:
+    """Load one checkpoint and run chapter 3's analysis on it; a failure is a message, or an error if ``strict``.
+
+    Every distinct layer gets its eigen-bases (float64 LAPACK on CPU). Then, if the checkpoint has a
+    tokenizer, a shared-weight model iterates its layer ``shared_steps`` times in the simplified model
+    from the embeddings of the first ``shared_prompts`` texts (:func:`lib.methods.alignment.shared_convergence`,
+    fit anchored at step ``anchor``), and a layer-varying one gets :func:`layer_varying` on all ``texts``.
+
+    ``random_init=True`` loads the same configuration with fresh seeded weights (``seed``): the
+    architecture-only twin, which is also what ``benchmarks/bench_paper_set.py`` times offline.
+
+    ``strict=True`` is for a build that must not publish the page without the checkpoint (chapter 3 with
+    ``SPECTRAL_BOOK_REAL_MODELS=1``): a checkpoint that cannot be fetched, loaded or analysed raises.
+
+    Returns:
+        A :class:`PaperModelRun`, or (not ``strict``) a one-paragraph message (starting ``"⚠ <name>"``) if
+        the model could not be loaded or its analysis failed, so that a page can print it and go on.
+
+    Raises:
+        RealModelRunError: ``strict`` and the model could not be loaded or analysed; its message is the
+            one above (the loader's own advice included) and says how to run a subset instead.
+    """
+    model = None
+    try:
+        model = load_model(name, device=device, random_init=random_init, seed=seed)
+        return _analyse_paper_model(name, model, list(texts), shared_prompts=shared_prompts,
+                                    shared_steps=shared_steps, anchor=anchor, seed=seed)
+    except Exception as exc:  # noqa: BLE001 - any failure becomes a message, or one clear error if strict
+        if model is None:
+            message = _load_failure(name, exc)
+        else:
+            message = f"⚠ {name} was loaded but its analysis failed ({type(exc).__name__}): {exc}"
+        if strict:
+            raise RealModelRunError(
+                f"{message.removeprefix('⚠ ').rstrip('.')}. The real-model switch is on "
+                f"({lib.REAL_MODELS_ENV}=1), so the build stops rather than publish the page without this "
+                "checkpoint. Fix the cause, or run a subset of the paper's checkpoints with "
+                f"{MODEL_LIST_ENV}=<comma-separated hub ids>."
+            ) from exc
+        return message
+
+
+def _analyse_paper_model(
+    name: str, model: Any, texts: list[str], *, shared_prompts: int, shared_steps: int, anchor: int, seed: int
+) -> PaperModelRun:
+    """The body of :func:`run_paper_model` once ``model`` is loaded."""
+    eb = als.eigen_bases(unique_layer_matrices(model))
+    run = PaperModelRun(name=name, label=model.label, shared=is_shared(model),
+                        spectrum=eigen_bases_table(eb, model.label),
+                        prompts=0, steps=0)
+    if model.tokenizer is None:
+        return replace(run, note=f"{model.label}: no tokenizer in the checkpoint, token experiments skipped.")
+    if run.shared:
+        H, S = prompt_states(model, texts[:shared_prompts])
+        ts = simplified_states(model.layer(0).attention, [h[0] for h in H], steps=shared_steps, special=S)
+        conv = als.shared_convergence(ts.select("content"), eb, anchor=anchor)
+        return replace(run, prompts=len(H), steps=shared_steps, convergence=conv)
+    H, S = prompt_states(model, texts)
+    return replace(run, prompts=len(H), layer_varying=layer_varying(model, H, S, eb, seed=seed))
+
+
+# -- time estimate ----------------------------------------------------------------------------------------
+_RATES: dict[str, float] = {}
+
+
+def _calibrate() -> dict[str, float]:
+    """Seconds per unit of work on this machine: ``eig_s`` for one d=512 float64 eig, ``flop_s`` for matmuls."""
+    if not _RATES:
+        rng = np.random.default_rng(0)
+        A = rng.standard_normal((512, 512))
+        t0 = time.perf_counter()
+        np.linalg.eig(A)
+        _RATES["eig_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        A @ A @ A
+        _RATES["flop_s"] = (time.perf_counter() - t0) / (2 * 2 * 512**3)
+    return _RATES
+
+
+def estimate_seconds(
+    specs: Sequence[ModelSpec], *, n_prompts: int = 200, tokens: int = 16, shared_steps: int = 100,
+    shared_prompts: int = 12,
+) -> float:
+    """A rough run time for the real-model part of the chapter on *this* machine's CPU.
+
+    Calibrated by one small eig and one matmul, then scaled: ``d³`` per distinct layer for the
+    eigendecompositions (done in float64 LAPACK on CPU, as the conventions require, even with a GPU),
+    ``2 · params · tokens`` per forward pass, and ``8 · n · d²`` per simplified step per token.
+    """
+    r = _calibrate()
+    total = 0.0
+    for s in specs:
+        layers = 1 if s.shared else s.n_layers
+        total += r["eig_s"] * layers * (s.d / 512) ** 3
+        total += r["flop_s"] * 2 * s.params_m * 1e6 * n_prompts * tokens
+        steps, prompts = (shared_steps, shared_prompts) if s.shared else (s.n_layers, n_prompts)
+        total += r["flop_s"] * 8 * s.d**2 * tokens * prompts * steps
+    return total
+
+
+def time_warning(names: Sequence[str]) -> str:
+    """A message with the estimated time for ``names``; also issued as a ``UserWarning`` on a CPU-only machine."""
+    known = {m.hub_id: m for m in PAPER_MODELS}
+    specs = [known[n] for n in names if n in known]
+    if not specs:
+        return "No model of the paper's set selected."
+    secs = estimate_seconds(specs)
+    where = "GPU for the forward passes, CPU LAPACK for every eig" if torch.cuda.is_available() else "CPU only"
+    msg = (
+        f"Real-model run: {len(specs)} checkpoint(s), estimated {secs / 60:.1f} min on this machine ({where}); "
+        "the largest share is the float64 eig of ALBERT xxlarge (d = 4096) and its 100-step shared iteration."
+    )
+    if not torch.cuda.is_available() and secs > 60:
+        warnings.warn(msg, UserWarning, stacklevel=2)
+    return msg
+
+
+# -- section 3.5 on the page -----------------------------------------------------------------------------------
+def best_device() -> str:
+    """``"cuda"`` when a GPU is visible, else ``"cpu"`` (the forward passes; every eig stays on the CPU)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def offline_message() -> str:
+    """What chapter 3's real-model section prints in an offline build: what it skipped and how long it would take."""
+    return ("Offline build: the paper's checkpoints were skipped. Set SPECTRAL_BOOK_REAL_MODELS=1 (with network "
+            "access) to run " + ", ".join(s.hub_id for s in PAPER_MODELS) + ".\n"
+            f"Estimated time for all of them on this machine: {estimate_seconds(PAPER_MODELS) / 60:.0f} min.")

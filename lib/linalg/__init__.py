@@ -1,0 +1,6 @@
+"""``lib.linalg``: arrays in, arrays out. Eigenpairs in the book's conventions (:mod:`~lib.linalg.spectra`), top-k
+eigenpairs of stacks (:mod:`~lib.linalg.topk_eig`), the power method (:mod:`~lib.linalg.power`), non-normality
+metrics and controls (:mod:`~lib.linalg.nonnormal`) and cumulative products (:mod:`~lib.linalg.cumulative`).
+
+Nothing here knows a model, a chapter or a page.
+"""

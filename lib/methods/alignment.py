@@ -1,0 +1,974 @@
+"""γ_t, ρ_t and their relatives: how token states line up with the principal eigen-directions of ``F_t``.
+
+**Reconstructed definitions [ours].** The paper names γ_t and ρ_t [paper] but its exact formulas were
+not available; the forms below are the book's reconstruction (chapter 3, section 3.3) and may differ from the
+paper's (signed vs absolute, which tokens, how the average is taken). For prompts ``p``, kept tokens
+``i ∈ S_p``, ``x_i^p(t)`` the input of layer ``t`` and ``x_i^p(t+1)`` its output::
+
+    a(x, B)  = ‖Bᵀ x‖ / ‖x‖                       (B orthonormal (d, k): k = 1 is |cos|, k = 2 a plane)
+    γ_t      = mean_{p, i} a(x_i^p(t+1), B_t)     output of layer t against its own v_{1,t}
+    γ_t^in   = mean_{p, i} a(x_i^p(t),   B_t)     input of layer t against the same direction
+    Δγ_t     = γ_t − γ_t^in                       the tilt of layer t
+    ρ_t      = mean_{p, i} 1[a(x_i^p(t+1), B_t) > a(x_i^p(t), B_t)]
+
+``B_t`` is ``v_{1,t}`` for a real ``λ_{1,t}`` and the plane ``span{Re v_1, Im v_1}`` for a complex pair
+(the *planar* variant). Means run over all kept (prompt, token) pairs, so long prompts weigh more;
+confidence intervals resample *prompts* (the independent unit) with replacement.
+
+**Chance levels.** ``a(x, B)`` is an absolute cosine (or the norm of a projection), so γ_t > 0 holds by
+construction; what means something is γ_t against its chance level. For a uniformly random unit ``x``
+and a fixed ``k``-dimensional ``B``, ``a² ~ Beta(k/2, (d−k)/2)`` and ``E a = c_{d,k}``
+(:func:`baseline_subspace`): a plane catches more than a line (``c_{384,2} = 0.0640`` against
+``c_{384,1} = 0.0407``). Every ratio divides γ_t by the chance level of *its own* basis dimension ``k_t``
+(:func:`chance_levels`). The null (:func:`null_draws`, :func:`random_null`) replaces ``B_t`` by uniformly
+random ``k_t``-dimensional subspaces and keeps the real (anisotropic) states, and the p-value of an
+observed statistic is its rank among the draws, ``p = (1 + #{null ≥ observed}) / (m + 1)``, with a
+Benjamini–Hochberg correction across layers.
+
+Layout: every function takes token states as rows. A :class:`TokenStates` holds the trajectories of
+many prompts concatenated along the token axis, ``(T+1, N, d)`` float64, with the prompt index and the
+special-token flag of every token. Bases are stacked per layer as ``(T, d, k)`` and zero-padded to a
+common ``k``: a zero column adds nothing to ``‖Bᵀx‖``, so a real ``v_1`` and a plane share one array.
+Nothing loops over tokens or prompts in Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+from scipy.special import gammaln
+
+from lib.linalg import spectra
+from lib.linalg.power import distance_to_subspace
+from lib.parallel import map_matrices
+
+__all__ = [
+    "EigenBases",
+    "GAMMA_RHO_FORMAT",
+    "NullRange",
+    "TokenStates",
+    "baseline_subspace",
+    "basis_dims",
+    "bootstrap_ratio",
+    "chance_levels",
+    "CrossLayerMaps",
+    "Equivalence",
+    "ForeignDirectionTest",
+    "OwnDirectionTest",
+    "bootstrap_draws",
+    "cross_layer",
+    "cross_layer_maps",
+    "diagonal_wins",
+    "equivalence_test",
+    "foreign_direction_test",
+    "null_draws_with_tilt",
+    "own_direction_test",
+    "eigen_bases",
+    "fitted_rate_interval",
+    "empirical_p",
+    "fixed_direction_profile",
+    "gamma_rho",
+    "gamma_rho_table",
+    "null_draws",
+    "null_range",
+    "random_directions",
+    "random_null",
+    "random_subspaces",
+    "range_position",
+    "shared_convergence",
+    "step_alignment",
+    "token_alignments",
+]
+
+
+# -- baselines ---------------------------------------------------------------------------------------
+def baseline_subspace(d: int, k: int = 1) -> float:
+    """Expected ``‖Bᵀu‖`` for a uniformly random unit ``u ∈ R^d`` and a fixed ``k``-dimensional subspace.
+
+    ``‖Bᵀu‖² ~ Beta(k/2, (d−k)/2)``, so the mean is ``Γ((k+1)/2) Γ(d/2) / (Γ(k/2) Γ((d+1)/2))``:
+    ``b_d ≈ sqrt(2/(π d))`` for ``k = 1`` (equal to :func:`lib.linalg.spectra.baseline_alignment`) and
+    ``≈ sqrt(π/(2 d))`` for a plane.
+    """
+    if not 1 <= k <= d:
+        raise ValueError(f"need 1 <= k <= d, got k = {k}, d = {d}")
+    if k == d:
+        return 1.0
+    return float(np.exp(gammaln((k + 1) / 2) + gammaln(d / 2) - gammaln(k / 2) - gammaln((d + 1) / 2)))
+
+
+def random_directions(d: int, m: int, seed: int = 0) -> np.ndarray:
+    """``m`` independent uniformly random unit vectors in ``R^d``, float64 ``(m, d)``."""
+    u = np.random.default_rng(seed).standard_normal((m, d))
+    return u / np.linalg.norm(u, axis=1, keepdims=True)
+
+
+def random_subspaces(d: int, k: int, m: int, rng: np.random.Generator) -> np.ndarray:
+    """``m`` independent uniformly random ``k``-dimensional subspaces of ``R^d``: orthonormal bases ``(m, d, k)``.
+
+    QR of a Gaussian ``(d, k)`` matrix: the Gaussian law is rotation-invariant, so the span of ``Q`` is
+    uniform (Haar) on the Grassmannian, whatever sign convention the QR uses.
+    """
+    if not 1 <= k <= d:
+        raise ValueError(f"need 1 <= k <= d, got k = {k}, d = {d}")
+    return np.linalg.qr(rng.standard_normal((m, d, k)))[0]
+
+
+def chance_levels(d: int, k: Any) -> np.ndarray:
+    """:func:`baseline_subspace` ``c_{d,k}`` for every entry of the integer array ``k`` (float64, same shape)."""
+    k = np.asarray(k, dtype=int)
+    return np.array([baseline_subspace(d, int(x)) for x in k.reshape(-1)]).reshape(k.shape)
+
+
+def basis_dims(bases: Any) -> np.ndarray:
+    """The dimension actually used by each zero-padded basis: ``(T,)`` int for ``(T, d, k)``, ``()`` for ``(d, k)``.
+
+    A used column has norm 1 and a padding column norm 0, so the count of columns with norm above 1/2
+    is exact. An :class:`EigenBases` gives its ``k1`` (the bases of its ``v1``).
+    """
+    if isinstance(bases, EigenBases):
+        return np.asarray(bases.k1, dtype=int)
+    B = spectra.as_float64(bases)
+    return (np.linalg.norm(B, axis=-2) > 0.5).sum(axis=-1)
+
+
+# -- token states --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TokenStates:
+    """Trajectories of many prompts, concatenated along the token axis.
+
+    Attributes:
+        states: float64 ``(T+1, N, d)``: entry ``t`` is the input of layer ``t`` (or step ``t``), entry
+            ``t+1`` its output, for all ``N`` tokens of all prompts.
+        prompt: int ``(N,)``: the prompt each token belongs to (``0 .. n_prompts−1``).
+        special: bool ``(N,)``: tokenizer special tokens (``[CLS]``, ``[SEP]``, ...).
+        n_prompts: number of prompts (a prompt may keep no token after :meth:`select`).
+        label: what produced the states (model and variant), for tables and figure subtitles.
+    """
+
+    states: np.ndarray
+    prompt: np.ndarray
+    special: np.ndarray
+    n_prompts: int
+    label: str = ""
+
+    @classmethod
+    def from_trajectories(
+        cls, trajectories: Sequence[Any], special: Sequence[Any] | None = None, label: str = ""
+    ) -> TokenStates:
+        """Concatenate per-prompt trajectories ``(T+1, n_p, d)`` (NumPy or torch) and their special masks ``(n_p,)``."""
+        if not trajectories:
+            raise ValueError("no trajectories given")
+        arrs = [spectra.as_float64(x) for x in trajectories]
+        shape = arrs[0].shape
+        if any(a.ndim != 3 or a.shape[0] != shape[0] or a.shape[2] != shape[2] for a in arrs):
+            raise ValueError(f"every trajectory must be (T+1, n_p, d) with the same T and d; first is {shape}")
+        sizes = [a.shape[1] for a in arrs]
+        if special is None:
+            spec = np.zeros(sum(sizes), dtype=bool)
+        else:
+            masks = [np.asarray(spectra.as_float64(s), dtype=bool).reshape(-1) for s in special]
+            if [m.size for m in masks] != sizes:
+                raise ValueError("each special mask must have one entry per token of its prompt")
+            spec = np.concatenate(masks)
+        return cls(
+            states=np.concatenate(arrs, axis=1),
+            prompt=np.repeat(np.arange(len(arrs)), sizes),
+            special=spec,
+            n_prompts=len(arrs),
+            label=label,
+        )
+
+    @property
+    def steps(self) -> int:
+        """``T``, the number of layers (or steps) the trajectories cover."""
+        return self.states.shape[0] - 1
+
+    @property
+    def d(self) -> int:
+        """The width ``d``."""
+        return self.states.shape[2]
+
+    def select(self, tokens: str = "content") -> TokenStates:
+        """Keep ``"content"`` tokens (not special), ``"special"`` tokens only, or ``"all"``."""
+        if tokens == "all":
+            return self
+        if tokens not in ("content", "special"):
+            raise ValueError(f"tokens must be 'content', 'special' or 'all', got {tokens!r}")
+        keep = self.special if tokens == "special" else ~self.special
+        return TokenStates(self.states[:, keep], self.prompt[keep], self.special[keep], self.n_prompts, self.label)
+
+
+# -- eigen-directions ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EigenBases:
+    """Per-layer orthonormal bases of the leading eigen-directions of ``F_t`` (zero-padded, float64).
+
+    Attributes:
+        v1: ``(L, d, 2)``: ``v_{1,t}`` (second column zero) or the plane of a complex ``λ_{1,t}``.
+        v2: ``(L, d, 2)``: the same for the *next* eigen-direction (the one ``gap_ratio`` refers to; a
+            conjugate partner is skipped), the ``v_{2,t}`` null of chapter 3's exercise 4.
+        v12: ``(L, d, 4)``: ``span{v_1, v_2}`` (real and imaginary parts of both, QR; 2 to 4 columns used).
+        k1, k12: the dimensions actually used by ``v1`` and ``v12`` per layer.
+        lambda1: ``(L,)`` complex principal eigenvalues. lambda1_complex: ``(L,)`` bool.
+        gap_ratio: ``(L,)`` ``|λ_next|/|λ_1|``: the rate of convergence to ``v1``.
+        subspace_ratio: ``(L,)`` modulus of the first eigenvalue outside ``v12``, over ``|λ_1|``: the rate
+            of convergence to ``span{v_1, v_2}``.
+    """
+
+    v1: np.ndarray
+    v2: np.ndarray
+    v12: np.ndarray
+    k1: np.ndarray
+    k12: np.ndarray
+    lambda1: np.ndarray
+    lambda1_complex: np.ndarray
+    gap_ratio: np.ndarray
+    subspace_ratio: np.ndarray
+
+    @property
+    def n_layers(self) -> int:
+        """``L``."""
+        return self.v1.shape[0]
+
+    def layer(self, t: int) -> EigenBases:
+        """The bases of layer ``t`` alone (``L = 1``), e.g. to iterate one shared layer."""
+        s = slice(t, t + 1)
+        return EigenBases(*(getattr(self, f)[s] for f in self.__dataclass_fields__))
+
+
+def _direction_groups(lams: np.ndarray) -> list[list[int]]:
+    """Group sorted eigenvalue indices into directions: a real one alone, a conjugate pair together."""
+    scale = abs(lams[0]) if lams.size else 0.0
+    groups, k = [], 0
+    while k < lams.size:
+        pair = bool(spectra.is_complex(lams[k], scale)) and k + 1 < lams.size
+        groups.append([k, k + 1] if pair else [k])
+        k += 2 if pair else 1
+    return groups
+
+
+def _basis(V: np.ndarray, idx: Sequence[int], width: int) -> tuple[np.ndarray, int]:
+    """Orthonormal basis of the real span of the eigenvectors ``V[:, idx]`` (one per group member pair), padded."""
+    cols = []
+    for k in idx:
+        v = V[:, k]
+        cols.append(v.real)
+        if np.linalg.norm(v.imag) > 1e-12:
+            cols.append(v.imag)
+    Q, R = np.linalg.qr(np.stack(cols, axis=1))
+    keep = np.abs(np.diag(R)) > 1e-10 * np.abs(np.diag(R)).max()
+    Q = Q[:, keep]
+    out = np.zeros((V.shape[0], width))
+    out[:, : Q.shape[1]] = Q
+    return out, int(Q.shape[1])
+
+
+def eigen_bases(F: Any) -> EigenBases:
+    """Leading eigen-directions of every layer matrix in ``F`` (``(L, d, d)``, or one ``(d, d)``).
+
+    Full float64 LAPACK eigendecomposition per layer (:func:`lib.linalg.spectra.eig`), so the cost is about
+    ``L · d³``; share one call for shared-weight models (pass ``F[:1]``). For a conjugate pair the real
+    and imaginary parts of one member span the plane; the members of a pair are one direction.
+    """
+    F64 = spectra.as_float64(F)
+    if F64.ndim == 2:
+        F64 = F64[None]
+    fields: dict[str, list] = {k: [] for k in EigenBases.__dataclass_fields__}
+    for lams, V in map_matrices(spectra.eig, F64):  # one layer per core (lib.parallel)
+        groups = _direction_groups(lams)
+        if len(groups) < 2:
+            raise ValueError("F must have at least two eigen-directions (d >= 2)")
+        first, second = groups[0], groups[1]
+        b1, k1 = _basis(V, first[:1], 2)
+        b2, _ = _basis(V, second[:1], 2)
+        b12, k12 = _basis(V, [first[0], second[0]], 4)
+        top = abs(lams[0])
+        nxt = groups[2][0] if len(groups) > 2 else None
+        vals = dict(
+            v1=b1, v2=b2, v12=b12, k1=k1, k12=k12, lambda1=lams[0],
+            lambda1_complex=len(first) == 2,
+            gap_ratio=abs(lams[second[0]]) / top,
+            subspace_ratio=abs(lams[nxt]) / top if nxt is not None else 0.0,
+        )
+        for k, v in vals.items():
+            fields[k].append(v)
+    return EigenBases(**{k: np.asarray(v) for k, v in fields.items()})
+
+
+# -- alignments ------------------------------------------------------------------------------------------
+def _subspace_align(X: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``‖Bᵀx‖/‖x‖`` for ``X (T, N, d)`` against per-layer ``B (T, d, k)`` (or one shared ``(d, k)``)."""
+    proj = np.einsum("tnd,tdk->tnk", X, B) if B.ndim == 3 else X @ B
+    return np.linalg.norm(proj, axis=-1) / np.linalg.norm(X, axis=-1)
+
+
+def token_alignments(ts: TokenStates, bases: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-token alignments of each layer's input and output with that layer's basis.
+
+    Args:
+        ts: token states ``(T+1, N, d)``.
+        bases: ``(T, d, k)`` one orthonormal (zero-padded) basis per layer, or ``(d, k)`` for all layers.
+
+    Returns:
+        ``(a_in, a_out)``, float64 ``(T, N)``: ``a(x(t), B_t)`` and ``a(x(t+1), B_t)``.
+    """
+    B = spectra.as_float64(bases)
+    X = ts.states
+    if B.ndim == 3 and B.shape[0] != ts.steps:
+        raise ValueError(f"{B.shape[0]} bases for {ts.steps} layers")
+    if B.shape[-2] != ts.d:
+        raise ValueError(f"bases have d = {B.shape[-2]}, states have d = {ts.d}")
+    return _subspace_align(X[:-1], B), _subspace_align(X[1:], B)
+
+
+def step_alignment(ts: TokenStates, basis: np.ndarray) -> np.ndarray:
+    """``a(x(t), B)`` for every step ``t = 0..T`` and token against one fixed basis ``(d, k)``: ``(T+1, N)``."""
+    return _subspace_align(ts.states, spectra.as_float64(basis))
+
+
+# -- statistics over prompts -------------------------------------------------------------------------
+def _prompt_sums(values: np.ndarray, prompt: np.ndarray, n_prompts: int) -> np.ndarray:
+    """Sum ``values (..., N)`` per prompt: ``(..., P)`` (one matrix product, no Python loop)."""
+    onehot = np.zeros((prompt.size, n_prompts))
+    onehot[np.arange(prompt.size), prompt] = 1.0
+    return values @ onehot
+
+
+def bootstrap_draws(
+    sums: np.ndarray, counts: np.ndarray, *, n_boot: int = 1000, seed: int = 0
+) -> np.ndarray:
+    """Token-weighted means ``Σ_p w_p sums_p / Σ_p w_p counts_p`` of ``n_boot`` resamples of the prompts.
+
+    ``w_p`` is the multiplicity of prompt ``p`` in a resample drawn with replacement
+    (``numpy.random.default_rng(seed)``); :func:`bootstrap_ratio` takes its quantiles from the same draws.
+
+    Args:
+        sums: ``(..., P)`` per-prompt sums of the per-token quantity.
+        counts: ``(P,)`` tokens per prompt.
+
+    Returns:
+        ``(..., n_boot)`` float64 (NaN for a resample with no token).
+    """
+    sums, counts = np.asarray(sums, dtype=np.float64), np.asarray(counts, dtype=np.float64)
+    P = counts.size
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, P, size=(n_boot, P))
+    weights = np.zeros((n_boot, P))
+    np.add.at(weights, (np.arange(n_boot)[:, None], draws), 1.0)  # multiplicity of each prompt
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (sums @ weights.T) / (weights @ counts)
+
+
+def bootstrap_ratio(
+    sums: np.ndarray, counts: np.ndarray, *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token-weighted mean ``Σ_p sums_p / Σ_p counts_p`` and its percentile bootstrap interval over prompts.
+
+    Args:
+        sums: ``(..., P)`` per-prompt sums of the per-token quantity.
+        counts: ``(P,)`` tokens per prompt.
+        n_boot: bootstrap resamples (prompts drawn with replacement, :func:`bootstrap_draws`).
+        ci: coverage of the interval.
+        seed: seed of ``numpy.random.default_rng``.
+
+    Returns:
+        ``(estimate, lo, hi)``, each of shape ``sums.shape[:-1]``.
+    """
+    sums, counts = np.asarray(sums, dtype=np.float64), np.asarray(counts, dtype=np.float64)
+    est = sums.sum(-1) / counts.sum()
+    if n_boot <= 0:
+        return est, np.full_like(est, np.nan), np.full_like(est, np.nan)
+    boot = bootstrap_draws(sums, counts, n_boot=n_boot, seed=seed)
+    q = (1 - ci) / 2
+    lo, hi = np.nanquantile(boot, [q, 1 - q], axis=-1)
+    return est, lo, hi
+
+
+def gamma_rho(
+    ts: TokenStates,
+    bases: np.ndarray | EigenBases,
+    *,
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """γ_t, γ_t^in, Δγ_t and ρ_t per layer, with bootstrap intervals over prompts (reconstructed [ours]).
+
+    Args:
+        ts: token states (select the tokens first, e.g. ``ts.select("content")``).
+        bases: :class:`EigenBases` (its ``v1``: the planar variant where ``λ_1`` is complex) or any
+            ``(T, d, k)`` / ``(d, k)`` bases.
+        n_boot, ci, seed: see :func:`bootstrap_ratio`.
+
+    Returns:
+        One row per layer (``layer`` 1-based) with ``gamma``, ``gamma_in``, ``tilt``, ``rho`` and
+        ``*_lo`` / ``*_hi`` interval columns, ``k`` (the dimension of the layer's basis), ``chance``
+        (``c_{d,k}``, :func:`baseline_subspace`), ``gamma_ratio`` = γ_t / chance with its interval
+        (``gamma_ratio_lo`` / ``_hi``: the bootstrap interval of γ_t over the same constant), plus
+        ``tokens`` and ``prompts`` (those with a kept token).
+    """
+    B = bases.v1 if isinstance(bases, EigenBases) else bases
+    k = np.broadcast_to(basis_dims(bases), (ts.steps,))
+    chance = chance_levels(ts.d, k)
+    a_in, a_out = token_alignments(ts, B)
+    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
+    per_token = {"gamma": a_out, "gamma_in": a_in, "tilt": a_out - a_in, "rho": (a_out > a_in).astype(np.float64)}
+    out = {"layer": np.arange(1, ts.steps + 1)}
+    for name, vals in per_token.items():
+        est, lo, hi = bootstrap_ratio(_prompt_sums(vals, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
+        out.update({name: est, f"{name}_lo": lo, f"{name}_hi": hi})
+    out.update({"k": k.copy(), "chance": chance})
+    for suffix in ("", "_lo", "_hi"):
+        out[f"gamma_ratio{suffix}"] = out[f"gamma{suffix}"] / chance
+    out["tokens"] = np.full(ts.steps, ts.prompt.size)
+    out["prompts"] = np.full(ts.steps, int((counts > 0).sum()))
+    return pd.DataFrame(out)
+
+
+def null_draws(
+    ts: TokenStates, bases: np.ndarray | EigenBases, *, m: int = 1000, seed: int = 0, chunk: int = 250
+) -> tuple[np.ndarray, np.ndarray]:
+    """γ_t and ρ_t of the real states against ``m`` uniformly random subspaces of each layer's own dimension.
+
+    For layer ``t`` with basis dimension ``k_t`` (:func:`basis_dims`), ``m`` bases are drawn by
+    :func:`random_subspaces`, independently for every layer, and γ and ρ are computed exactly as in
+    :func:`gamma_rho` (token-weighted means, strict increase), one matrix product per chunk of draws.
+    :func:`null_draws_with_tilt` also returns the tilt Δγ_t of the same draws.
+
+    Args:
+        ts: token states ``(T+1, N, d)`` (select the tokens first).
+        bases: the bases whose dimensions the null copies (an :class:`EigenBases`, or ``(T, d, k)``).
+        m: number of random subspaces per layer.
+        seed: seed of ``numpy.random.default_rng`` (one generator, layers drawn in order).
+        chunk: draws per matrix product (bounds the memory to ``N · chunk · k`` floats).
+
+    Returns:
+        ``(gamma, rho)``, float64 ``(T, m)``: the null distribution of each layer's statistics.
+    """
+    gam, rho, _ = null_draws_with_tilt(ts, bases, m=m, seed=seed, chunk=chunk)
+    return gam, rho
+
+
+def null_draws_with_tilt(
+    ts: TokenStates, bases: np.ndarray | EigenBases, *, m: int = 1000, seed: int = 0, chunk: int = 250
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`null_draws` plus the tilt ``Δγ_t = γ_t − γ_t^in`` of every draw: ``(gamma, rho, tilt)``, each ``(T, m)``.
+
+    The same subspaces (same generator, same order) as :func:`null_draws`, so its two arrays are identical. The
+    tilt of a draw is the mean change, across the layer, of the tokens' alignment with that random subspace: the
+    null of Δγ_t (the states drift, and a random direction's alignment changes with them).
+    """
+    k = np.broadcast_to(basis_dims(bases), (ts.steps,))
+    rng = np.random.default_rng(seed)
+    # Unit tokens; the projections of the Monte Carlo null run in float32 (2-3x faster; their rounding,
+    # ~1e-7 relative, is far below the null's own sampling error ~1/sqrt(m)). Draws and sums stay float64.
+    X = (ts.states / np.linalg.norm(ts.states, axis=-1, keepdims=True)).astype(np.float32)
+    N, d = X.shape[1], X.shape[2]
+    gam, rho, tilt = (np.empty((ts.steps, m)) for _ in range(3))
+    for t in range(ts.steps):
+        kt = int(k[t])
+        for j in range(0, m, chunk):
+            c = min(chunk, m - j)
+            Q = random_subspaces(d, kt, c, rng).transpose(1, 0, 2).reshape(d, c * kt).astype(np.float32)
+            P = (X[t : t + 2] @ Q).reshape(2, N, c, kt)
+            a2 = np.einsum("snck,snck->snc", P, P)  # squared alignment, (in/out, N, c)
+            gam[t, j : j + c] = np.sqrt(a2[1]).mean(axis=0, dtype=np.float64)
+            tilt[t, j : j + c] = gam[t, j : j + c] - np.sqrt(a2[0]).mean(axis=0, dtype=np.float64)
+            rho[t, j : j + c] = (a2[1] > a2[0]).mean(axis=0, dtype=np.float64)
+    return gam, rho, tilt
+
+
+def empirical_p(observed: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """One-sided empirical p-value of each ``observed[t]`` among ``draws[t]`` (``(T,)`` and ``(T, m)``):
+    ``(1 + #{draws ≥ observed}) / (m + 1)``, never 0 (the observed value counts as one draw)."""
+    draws = np.asarray(draws, dtype=np.float64)
+    ge = (draws >= np.asarray(observed, dtype=np.float64)[:, None]).sum(axis=1)
+    return (1.0 + ge) / (draws.shape[1] + 1.0)
+
+
+def random_null(
+    ts: TokenStates, bases: np.ndarray | EigenBases, *, m: int = 1000, seed: int = 0, ci: float = 0.95
+) -> pd.DataFrame:
+    """The layer's own null distribution of γ_t, ρ_t and Δγ_t, and the one-sided test of the observed values.
+
+    The null keeps the real states (so it absorbs their anisotropy) and replaces each layer's basis by
+    uniformly random subspaces of the *same* dimension ``k_t`` (:func:`null_draws`). p-values are
+    :func:`empirical_p`; ``q_*`` are Benjamini–Hochberg adjusted across the ``T`` layers
+    (:func:`lib.methods.topology.benjamini_hochberg`), so ``q < 0.05`` is "beats the null at FDR 5%".
+
+    Returns:
+        One row per layer: ``layer``, ``k``, ``chance`` (``c_{d,k}``), ``draws`` (``m``); the null's
+        mean and central ``ci`` range, ``gamma_null`` / ``gamma_null_lo`` / ``gamma_null_hi`` (also over
+        ``chance``: ``gamma_ratio_null*``), ``rho_null*`` and ``tilt_null*`` (the distribution of the draws, not
+        an interval for its mean); the observed ``gamma``, ``rho`` and ``tilt`` (Δγ_t; :func:`gamma_rho`'s
+        estimates) and ``p_gamma``, ``p_rho``, ``p_tilt``, ``q_gamma``, ``q_rho``, ``q_tilt``. The tilt's test is
+        one-sided too (a tilt *toward* the basis); its null is the change of a random subspace's alignment
+        across the same layer (:func:`null_draws_with_tilt`).
+    """
+    from lib.methods.topology import benjamini_hochberg
+
+    obs = gamma_rho(ts, bases, n_boot=0)
+    gam, rho, tilt = null_draws_with_tilt(ts, bases, m=m, seed=seed)
+    q = (1 - ci) / 2
+    out: dict[str, Any] = {"layer": obs.layer.to_numpy(), "k": obs.k.to_numpy(), "chance": obs.chance.to_numpy(),
+                           "draws": np.full(ts.steps, m)}
+    for name, vals in (("gamma_null", gam), ("rho_null", rho), ("tilt_null", tilt)):
+        lo, hi = np.quantile(vals, [q, 1 - q], axis=1)
+        out.update({name: vals.mean(axis=1), f"{name}_lo": lo, f"{name}_hi": hi})
+    for suffix in ("", "_lo", "_hi"):
+        out[f"gamma_ratio_null{suffix}"] = out[f"gamma_null{suffix}"] / out["chance"]
+    for name, draws in (("gamma", gam), ("rho", rho), ("tilt", tilt)):
+        p = empirical_p(obs[name].to_numpy(), draws)
+        out.update({name: obs[name].to_numpy(), f"p_{name}": p, f"q_{name}": benjamini_hochberg(p)})
+    return pd.DataFrame(out)
+
+
+def cross_layer(
+    ts: TokenStates, bases: np.ndarray | EigenBases, *, relative_to_chance: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """γ and ρ of layer ``t``'s input/output against the direction of *every* layer ``s``.
+
+    Args:
+        ts: token states ``(T+1, N, d)``.
+        bases: :class:`EigenBases` (its ``v1``) or ``(S, d, k)`` zero-padded bases.
+        relative_to_chance: divide column ``s`` of γ by the chance level ``c_{d, k_s}`` of the basis it
+            uses (a plane catches more than a line, so raw entries of different ``k_s`` do not compare).
+
+    Returns:
+        ``(gamma, rho)``, each ``(T, S)``: entry ``[t, s]`` uses ``B_s``. The diagonal is ``(γ_t, ρ_t)``
+        (or ``γ_t / c_{d,k_t}``); the off-diagonal entries are the "``v_1`` of another layer" null.
+    """
+    g_out, _, rho = _cross_means(ts, bases)
+    if relative_to_chance:
+        g_out = g_out / chance_levels(ts.d, basis_dims(bases))[None, :]
+    return g_out, rho
+
+
+def _cross_means(ts: TokenStates, bases: np.ndarray | EigenBases) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean output and input alignment and ρ of every layer ``t``'s tokens against every basis ``s``: ``(T, S)`` each."""
+    B = bases.v1 if isinstance(bases, EigenBases) else spectra.as_float64(bases)
+    X = ts.states
+    proj = np.linalg.norm(np.einsum("tnd,sdk->tsnk", X, B), axis=-1) / np.linalg.norm(X, axis=-1)[:, None, :]
+    a_in, a_out = proj[:-1], proj[1:]  # (T, S, N)
+    return a_out.mean(-1), a_in.mean(-1), (a_out > a_in).mean(-1)
+
+
+# -- is it the layer's *own* direction? cross-layer and twin-direction nulls [ours] --------------------------
+class CrossLayerMaps(NamedTuple):
+    """:func:`cross_layer_maps`: entry ``[t, s]`` is a statistic of the tokens crossing layer ``t`` against basis ``s``.
+
+    Attributes:
+        gamma: ``(T, S)`` γ over the chance level ``c_{d,k_s}`` of basis ``s``.
+        rho: ``(T, S)`` ρ (strict increase of the alignment across layer ``t``).
+        tilt: ``(T, S)`` Δγ = γ − γ^in over the same chance level.
+    """
+
+    gamma: np.ndarray
+    rho: np.ndarray
+    tilt: np.ndarray
+
+
+def cross_layer_maps(ts: TokenStates, bases: np.ndarray | EigenBases) -> CrossLayerMaps:
+    """γ / chance, ρ and Δγ / chance of every layer ``t``'s tokens against every basis ``s`` (one einsum).
+
+    ``bases`` is an :class:`EigenBases` (its ``v1``) or ``(S, d, k)`` zero-padded bases, which may come from
+    another model (a twin's ``v1``: the twin-direction null of :func:`foreign_direction_test`).
+    """
+    g_out, g_in, rho = _cross_means(ts, bases)
+    chance = chance_levels(ts.d, basis_dims(bases))[None, :]
+    return CrossLayerMaps(g_out / chance, rho, (g_out - g_in) / chance)
+
+
+class OwnDirectionTest(NamedTuple):
+    """:func:`own_direction_test`: does each layer's own direction beat the other layers' directions?
+
+    Attributes:
+        excess: mean of the diagonal of the map minus the mean of its off-diagonal entries.
+        p: one-sided permutation p-value of the diagonal's sum among all assignments of the ``T`` columns to
+            the ``T`` rows (exact when every permutation is enumerated, else ``(1 + #≥)/(n + 1)``).
+        wins: rows whose diagonal entry is the row's largest (:func:`diagonal_wins`).
+        permutations: how many permutations the p-value counts (``T!`` when exact).
+        exact: whether every permutation was enumerated.
+    """
+
+    excess: float
+    p: float
+    wins: int
+    permutations: int
+    exact: bool
+
+
+def own_direction_test(matrix: np.ndarray, *, n_perm: int = 20_000, seed: int = 0,
+                       max_exact: int = 8) -> OwnDirectionTest:
+    """Permutation test of "layer ``t``'s own direction beats the other layers' directions" on a ``(T, T)`` map.
+
+    ``matrix[t, s]`` is a statistic of the tokens crossing layer ``t`` against layer ``s``'s direction
+    (:func:`cross_layer_maps`). Under the null [ours] the direction a layer is paired with does not matter beyond
+    a row effect (how aligned layer ``t``'s tokens are with anything) and a column effect (how much any layer's
+    tokens catch direction ``s``: an anisotropic state's dominant direction scores high in every row). A
+    permutation uses every row and every column once, so both effects cancel from the sum ``Σ_t M[t, π(t)]``
+    and only a *diagonal* advantage can make the identity's sum large. p is the share of permutations whose sum
+    is at least the diagonal's (the identity counts as one of them, so ``p ≥ 1/T!``): all ``T!`` for
+    ``T ≤ max_exact``, else ``n_perm`` uniform random permutations (seed ``seed``).
+
+    Raises:
+        ValueError: the map is not square with at least 2 rows.
+    """
+    from itertools import permutations
+
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2:
+        raise ValueError(f"need a square matrix with at least 2 rows, got shape {m.shape}")
+    T = m.shape[0]
+    rows = np.arange(T)
+    observed = np.trace(m)
+    tol = 1e-12 * max(1.0, float(np.abs(m).max()))  # a permutation that ties the diagonal counts against it
+    if T <= max_exact:
+        perms = np.array(list(permutations(range(T))))
+        ge = int((m[rows, perms].sum(axis=1) >= observed - tol).sum())
+        p, n, exact = ge / len(perms), len(perms), True
+    else:
+        perms = np.argsort(np.random.default_rng(seed).random((n_perm, T)), axis=1)
+        ge = int((m[rows, perms].sum(axis=1) >= observed - tol).sum())
+        p, n, exact = (1 + ge) / (n_perm + 1), n_perm, False
+    off = (m.sum() - observed) / (T * (T - 1))
+    return OwnDirectionTest(float(observed / T - off), float(p), diagonal_wins(m), n, exact)
+
+
+class ForeignDirectionTest(NamedTuple):
+    """:func:`foreign_direction_test`: each layer's own direction against directions from other models.
+
+    Attributes:
+        observed: ``(T,)`` the statistic against the layer's own direction.
+        null_lo, null_hi: ``(T,)`` the lowest and highest value against the foreign directions.
+        p_layer: ``(T,)`` per-layer empirical p, ``(1 + #{foreign ≥ own})/(S + 1)`` (``S`` foreign directions:
+            at best ``1/(S + 1)``).
+        p: one-sided p of the mean over layers, against means whose every layer takes one foreign direction
+            drawn at random (``n_draw`` Monte Carlo draws, ``(1 + #≥)/(n + 1)``).
+        directions: ``S``. draws: the Monte Carlo draws of the pooled test.
+    """
+
+    observed: np.ndarray
+    null_lo: np.ndarray
+    null_hi: np.ndarray
+    p_layer: np.ndarray
+    p: float
+    directions: int
+    draws: int
+
+
+def foreign_direction_test(observed: np.ndarray, foreign: np.ndarray, *, n_draw: int = 20_000,
+                           seed: int = 0) -> ForeignDirectionTest:
+    """Test each layer's statistic against the same statistic for ``S`` foreign directions, and the mean over layers.
+
+    ``observed[t]`` is a statistic of the tokens crossing layer ``t`` against its own direction, ``foreign[t, s]``
+    the same tokens against direction ``s`` of another model (e.g. every layer's ``v_1`` of every random-init twin,
+    :func:`cross_layer_maps` on the twins' bases: the twin-direction null [ours]). Each layer gets an empirical p
+    among its ``S`` values; with ``S`` small that p cannot go below ``1/(S + 1)``, so the pooled test asks whether
+    the mean over layers beats means in which every layer's own direction is replaced by a foreign one, drawn
+    independently per layer (the null: a layer's own direction is one more draw from the foreign ones).
+    """
+    obs = np.asarray(observed, dtype=np.float64)
+    f = np.asarray(foreign, dtype=np.float64)
+    if f.ndim != 2 or f.shape[0] != obs.size or f.shape[1] < 1:
+        raise ValueError(f"foreign must be (T, S) with T = {obs.size} and S >= 1, got shape {f.shape}")
+    T, S = f.shape
+    idx = np.random.default_rng(seed).integers(0, S, size=(n_draw, T))
+    means = f[np.arange(T), idx].mean(axis=1)
+    p = (1 + int((means >= obs.mean()).sum())) / (n_draw + 1)
+    return ForeignDirectionTest(obs, f.min(axis=1), f.max(axis=1), empirical_p(obs, f), float(p), S, n_draw)
+
+
+class Equivalence(NamedTuple):
+    """:func:`equivalence_test`: two one-sided tests (TOST) of ``|difference| < margin``.
+
+    Attributes:
+        difference: the estimate minus the reference. lo, hi: its ``1 − 2α`` bootstrap interval.
+        margin: the equivalence margin δ. p: the TOST p-value, the larger of the two one-sided p-values;
+            ``p < α`` means "equivalent within ±δ". alpha: the level.
+    """
+
+    difference: float
+    lo: float
+    hi: float
+    margin: float
+    p: float
+    alpha: float
+
+    @property
+    def equivalent(self) -> bool:
+        """Whether both one-sided tests reject, i.e. the ``1 − 2α`` interval lies inside ``(−δ, δ)``."""
+        return self.p < self.alpha
+
+
+def equivalence_test(estimate: float, boot: np.ndarray, reference: float, margin: float, *,
+                     alpha: float = 0.05) -> Equivalence:
+    """TOST [ours]: is ``estimate − reference`` within ``±margin``, judged by the bootstrap draws ``boot`` of the estimate?
+
+    The one-sided p-values are the bootstrap shares of draws at or beyond each bound,
+    ``p₋ = (1 + #{boot − reference ≤ −δ})/(n + 1)`` and ``p₊ = (1 + #{boot − reference ≥ δ})/(n + 1)``; the TOST p is
+    ``max(p₋, p₊)``, and ``p < α`` exactly when the percentile ``1 − 2α`` interval lies inside ``(−δ, δ)`` (up to
+    the ``1/(n + 1)`` granularity). A difference too uncertain for its margin stays "not equivalent": absence
+    of evidence is not evidence of absence.
+
+    Raises:
+        ValueError: ``margin <= 0`` or no finite bootstrap draw.
+    """
+    if not margin > 0:
+        raise ValueError(f"the equivalence margin must be positive, got {margin}")
+    b = np.asarray(boot, dtype=np.float64)
+    b = b[np.isfinite(b)] - reference
+    if b.size == 0:
+        raise ValueError("no finite bootstrap draw")
+    n = b.size
+    p_lo = (1 + int((b <= -margin).sum())) / (n + 1)
+    p_hi = (1 + int((b >= margin).sum())) / (n + 1)
+    lo, hi = np.quantile(b, [alpha, 1 - alpha])
+    return Equivalence(float(estimate - reference), float(lo), float(hi), float(margin), float(max(p_lo, p_hi)),
+                       alpha)
+
+
+def fixed_direction_profile(
+    ts: TokenStates, basis: np.ndarray, *, m: int = 1000, n_boot: int = 1000, seed: int = 0, ci: float = 0.95,
+    chunk: int = 100, margin_chance: float = 0.5,
+) -> pd.DataFrame:
+    """Alignment of the tokens at every depth with one *fixed* basis ``(d, k)``: does it build up with depth?
+
+    Per step ``t = 0..T``: the token-weighted mean ``a(x(t), B)`` with a bootstrap interval over prompts,
+    its chance level ``c_{d,k}``, the ratio, and the central ``ci`` range of the same mean against ``m``
+    uniformly random ``k``-dimensional subspaces (one set of draws shared by all steps). ``build_up`` is
+    the mean per-token change ``a(x(T−1), B) − a(x(0), B)`` from the input of the first layer to the
+    input of the last one, with its bootstrap interval over prompts (``build_up_lo`` / ``_hi``; the same
+    in every row). The last step is left out of ``build_up`` because a basis taken from the last layer
+    is tilted toward by that layer itself. The same change for each random subspace gives the null of
+    the build-up (anisotropic states drift with depth whatever the direction): its central ``ci`` range
+    ``build_up_null_lo`` / ``_hi`` and the one-sided p-value ``p_build_up`` (:func:`empirical_p`).
+    ``chunk`` random subspaces are projected at a time (float32, as in :func:`null_draws`).
+
+    An absence of build-up is tested, not assumed: the two one-sided tests of :func:`equivalence_test` ask
+    whether the build-up's excess over the null's median, ``build_up − median(null)``, lies within
+    ``±δ`` with ``δ = margin_chance · c_{d,k}`` (a margin in units of the chance level [ours]), judged by the
+    build-up's bootstrap draws over prompts.
+
+    Returns:
+        Columns ``step``, ``alignment``, ``lo``, ``hi``, ``k``, ``chance``, ``ratio``, ``ratio_lo``,
+        ``ratio_hi``, ``null_ratio_lo``, ``null_ratio_hi``, ``build_up``, ``build_up_lo``, ``build_up_hi``,
+        ``build_up_null_lo``, ``build_up_null_hi``, ``p_build_up``; the equivalence test's ``build_up_null_mid``
+        (the null's median), ``excess`` (build-up minus it), ``excess_lo`` / ``excess_hi`` (its 90% bootstrap
+        interval), ``margin`` (δ) and ``p_equivalent`` (TOST p: below 0.05 means "no build-up beyond the null,
+        within ±δ").
+    """
+    B = spectra.as_float64(basis)
+    k = int(basis_dims(B))
+    B = B[:, np.linalg.norm(B, axis=0) > 0.5]
+    chance = baseline_subspace(ts.d, k)
+    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
+    a = step_alignment(ts, B)  # (T+1, N)
+    est, lo, hi = bootstrap_ratio(_prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
+    last = max(ts.steps - 1, 0)
+    bu_sums = _prompt_sums(a[last] - a[0], ts.prompt, ts.n_prompts)
+    bu, bu_lo, bu_hi = bootstrap_ratio(bu_sums, counts, n_boot=n_boot, ci=ci, seed=seed)
+    bu_boot = bootstrap_draws(bu_sums, counts, n_boot=max(n_boot, 1), seed=seed)  # the same resamples
+    X = (ts.states / np.linalg.norm(ts.states, axis=-1, keepdims=True)).astype(np.float32)  # as in null_draws
+    rng = np.random.default_rng(seed)
+    null = np.empty((ts.steps + 1, m))
+    for j in range(0, m, chunk):
+        c = min(chunk, m - j)
+        Q = random_subspaces(ts.d, k, c, rng).transpose(1, 0, 2).reshape(ts.d, c * k).astype(np.float32)
+        P = (X @ Q).reshape(*X.shape[:2], c, k)
+        null[:, j : j + c] = np.sqrt(np.einsum("tnck,tnck->tnc", P, P)).mean(axis=1, dtype=np.float64)
+    q = (1 - ci) / 2
+    n_lo, n_hi = np.quantile(null, [q, 1 - q], axis=1)
+    null_bu = null[last] - null[0]  # the same change for each random subspace: (m,)
+    bu_null_lo, bu_null_hi = np.quantile(null_bu, [q, 1 - q])
+    mid = float(np.median(null_bu))
+    eq = equivalence_test(float(bu), bu_boot, mid, margin_chance * chance)
+    return pd.DataFrame({
+        "step": np.arange(ts.steps + 1), "alignment": est, "lo": lo, "hi": hi, "k": k, "chance": chance,
+        "ratio": est / chance, "ratio_lo": lo / chance, "ratio_hi": hi / chance,
+        "null_ratio_lo": n_lo / chance, "null_ratio_hi": n_hi / chance,
+        "build_up": float(bu), "build_up_lo": float(bu_lo), "build_up_hi": float(bu_hi),
+        "build_up_null_lo": bu_null_lo, "build_up_null_hi": bu_null_hi,
+        "p_build_up": float(empirical_p(np.array([bu]), null_bu[None])[0]),
+        "build_up_null_mid": mid, "excess": eq.difference, "excess_lo": eq.lo, "excess_hi": eq.hi,
+        "margin": eq.margin, "p_equivalent": eq.p,
+    })
+
+
+def fitted_rate_interval(
+    per_prompt: np.ndarray, counts: np.ndarray, fit: tuple[int, int], *, floor: float = 1e-9,
+    n_boot: int = 200, ci: float = 0.95, seed: int = 0,
+) -> tuple[float, float, float]:
+    """Fitted per-step rate of a mean distance curve and its percentile bootstrap interval over prompts.
+
+    The rate is ``exp`` of the least-squares slope of ``log e_t`` over steps ``fit[0]..fit[1]`` (points at or
+    below ``floor`` left out), as :func:`lib.linalg.power.fitted_ratio`, with ``e_t`` the token-weighted mean
+    distance; each bootstrap resample draws prompts with replacement and refits. Vectorised over resamples.
+
+    Args:
+        per_prompt: ``(T+1, P)`` per-prompt sums of the per-token distance.
+        counts: ``(P,)`` tokens per prompt.
+        fit: first and last step of the fit.
+
+    Returns:
+        ``(rate, lo, hi)``.
+    """
+    sums, counts = np.asarray(per_prompt, dtype=np.float64), np.asarray(counts, dtype=np.float64)
+    start, stop = fit
+    rng = np.random.default_rng(seed)
+    W = np.zeros((n_boot + 1, counts.size))
+    W[0] = 1.0  # the estimate itself, then the resamples
+    np.add.at(W, (np.arange(1, n_boot + 1)[:, None], rng.integers(0, counts.size, (n_boot, counts.size))), 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        e = (sums[start:stop + 1] @ W.T) / (W @ counts)  # (steps, n_boot + 1)
+    t = np.arange(start, start + e.shape[0], dtype=np.float64)[:, None]
+    keep = (e > floor) & np.isfinite(e)
+    y = np.where(keep, np.log(np.where(keep, e, 1.0)), 0.0)
+    n, st, sy = keep.sum(0), (keep * t).sum(0), y.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = (n * (keep * t * y).sum(0) - st * sy) / (n * (keep * t * t).sum(0) - st**2)
+    slope[n < 2] = np.nan
+    if np.isnan(slope[0]):
+        raise ValueError("need at least two distances above the floor in the fit window to fit a rate")
+    q = (1 - ci) / 2
+    lo, hi = np.nanquantile(np.exp(slope[1:]), [q, 1 - q]) if n_boot else (np.nan, np.nan)
+    return float(np.exp(slope[0])), float(lo), float(hi)
+
+
+def shared_convergence(
+    ts: TokenStates, eb: EigenBases, *, anchor: int = 20, n_boot: int = 200, seed: int = 0,
+    fit: tuple[int, int] | None = None,
+) -> pd.DataFrame:
+    """Distance of iterated tokens to the principal direction (or plane) and to ``span{v_1, v_2}``, per step.
+
+    For a shared layer (``eb`` of one layer), the power-method picture predicts that the sine of the
+    angle between a token and its target shrinks like ``C · r^t`` with ``r = gap_ratio`` (target
+    ``v_1``, or the plane of a complex pair) or ``r = subspace_ratio`` (target ``span{v_1, v_2}``)
+    [paper: rates set by the gap; form ours, chapter 2]. ``C`` is fitted at step ``anchor`` (after the tokens of
+    a prompt have had time to reach consensus), so only the *slope* is a prediction.
+
+    Returns:
+        Long format: ``step``, ``target``, ``alignment`` (mean ``a``) with bootstrap ``lo``/``hi`` over
+        prompts, ``distance`` (mean sine of the angle to the target, ``sqrt(1 − a²)``), ``predicted`` (``C r^t``),
+        ``rate`` (``r``) and ``chance`` (the chance level ``c_{d,k}`` of the target's dimension); with ``fit``
+        (first and last step), also ``fitted``, ``fitted_lo``, ``fitted_hi``: the rate fitted to ``distance``
+        and its bootstrap interval over prompts (:func:`fitted_rate_interval`).
+    """
+    if eb.n_layers != 1:
+        raise ValueError("shared_convergence needs the bases of one shared layer (use EigenBases.layer(t))")
+    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
+    steps = np.arange(ts.steps + 1)
+    frames = []
+    targets = (
+        ("plane of λ₁, λ̄₁" if eb.lambda1_complex[0] else "v₁", eb.v1[0], float(eb.gap_ratio[0]), int(eb.k1[0])),
+        ("span{v₁, v₂}", eb.v12[0], float(eb.subspace_ratio[0]), int(eb.k12[0])),
+    )
+    for name, B, rate, k in targets:
+        a = step_alignment(ts, B)  # (T+1, N)
+        dist = distance_to_subspace(ts.states, B)  # ‖(I − BBᵀ)x‖/‖x‖, no cancellation near 0
+        est, lo, hi = bootstrap_ratio(_prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, seed=seed)
+        dmean = _prompt_sums(dist, ts.prompt, ts.n_prompts).sum(-1) / counts.sum()
+        a_k = min(anchor, ts.steps)
+        frame = pd.DataFrame({
+            "step": steps, "target": name, "alignment": est, "lo": lo, "hi": hi, "distance": dmean,
+            "predicted": dmean[a_k] * rate ** (steps - a_k), "rate": rate, "chance": baseline_subspace(ts.d, k),
+        })
+        if fit is not None:
+            per_prompt = _prompt_sums(dist, ts.prompt, ts.n_prompts)
+            frame["fitted"], frame["fitted_lo"], frame["fitted_hi"] = fitted_rate_interval(
+                per_prompt, counts, fit, n_boot=n_boot, seed=seed)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+# -- summaries for tables and text -------------------------------------------------------------------
+def _fmt_p(p: float) -> str:
+    """A p- or q-value for a table: three decimals, or "<0.001"."""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+GAMMA_RHO_FORMAT: dict[str, str] = {"γₜ": "{:.4f}", "chance c(d, k)": "{:.4f}", "γₜ / chance": "{:.2f}",
+                                     "Δγₜ": "{:.4f}", "ρₜ": "{:.3f}"}
+"""How the page shows the numeric columns of :func:`gamma_rho_table` (a ``Styler.format`` dict): one precision per
+quantity, the same as its interval's text (γ_t / chance two decimals, ρ_t three)."""
+
+
+def gamma_rho_table(results: pd.DataFrame, *, null: bool = True) -> pd.DataFrame:
+    """γ_t and ρ_t against their chance level and their own null: one display row per ``(variant, layer)``.
+
+    Args:
+        results: rows of :func:`gamma_rho` with a ``variant`` column and the test columns of
+            :func:`random_null` merged in (``gamma_null_lo`` … ``q_rho``), as
+            :func:`lib.chapters.real_models.layer_varying` returns them.
+        null: ``False`` for rows without a null test (plain :func:`gamma_rho` rows plus ``variant``): the
+            null and ``q`` columns are left out and ``tokens`` is added.
+
+    Returns:
+        Columns ``variant``, ``layer``, ``k``, ``γₜ``, ``chance c(d, k)``, ``γₜ / chance`` and its
+        ``95% CI`` (text), ``null 95% range of γₜ / chance`` (text), ``q(γₜ)``, ``Δγₜ`` (``tilt``; with its
+        ``null 95% range of Δγₜ`` and ``q(Δγₜ)`` where ``results`` carry the tilt's test), ``ρₜ`` and its ``95% CI`` (text), ``null 95% range of ρₜ`` (text) and ``q(ρₜ)`` (BH-adjusted
+        p-values across layers, text), in the row order of ``results``. Formats: :data:`GAMMA_RHO_FORMAT`.
+    """
+    t = results
+    table = pd.DataFrame({
+        "variant": t.variant, "layer": t.layer, "k": t.k,
+        "γₜ": t.gamma, "chance c(d, k)": t.chance, "γₜ / chance": t.gamma_ratio,
+        "γₜ / chance 95% CI": [f"[{a:.2f}, {b:.2f}]" for a, b in zip(t.gamma_ratio_lo, t.gamma_ratio_hi)],
+    })
+    if null:
+        table["null 95% range of γₜ / chance"] = [
+            f"[{a:.2f}, {b:.2f}]" for a, b in zip(t.gamma_ratio_null_lo, t.gamma_ratio_null_hi)]
+        table["q(γₜ)"] = [_fmt_p(x) for x in t.q_gamma]
+    table["Δγₜ"] = t.tilt.to_numpy()
+    if null and "q_tilt" in t:
+        table["null 95% range of Δγₜ"] = [f"[{a:+.4f}, {b:+.4f}]" for a, b in zip(t.tilt_null_lo, t.tilt_null_hi)]
+        table["q(Δγₜ)"] = [_fmt_p(x) for x in t.q_tilt]
+    table["ρₜ"] = t.rho.to_numpy()
+    table["ρₜ 95% CI"] = [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_lo, t.rho_hi)]
+    if null:
+        table["null 95% range of ρₜ"] = [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_null_lo, t.rho_null_hi)]
+        table["q(ρₜ)"] = [_fmt_p(x) for x in t.q_rho]
+    else:
+        table["tokens"] = t.tokens.to_numpy()
+    return table
+
+
+@dataclass(frozen=True)
+class NullRange:
+    """Extremes of a :func:`random_null` table, over all its rows (layers and variants).
+
+    Attributes:
+        rho_lo, rho_hi: the lowest 2.5% and highest 97.5% point of the layers' ρ_t null distributions.
+        gamma_ratio_lo, gamma_ratio_hi: the same for γ_t / chance (1 for isotropic states).
+    """
+
+    rho_lo: float
+    rho_hi: float
+    gamma_ratio_lo: float
+    gamma_ratio_hi: float
+
+
+def null_range(null: pd.DataFrame) -> NullRange:
+    """:class:`NullRange` of the rows of :func:`random_null` (each row divided by its own chance level)."""
+    return NullRange(float(null.rho_null_lo.min()), float(null.rho_null_hi.max()),
+                     float(null.gamma_ratio_null_lo.min()), float(null.gamma_ratio_null_hi.max()))
+
+
+def diagonal_wins(matrix: np.ndarray) -> int:
+    """Rows ``t`` of a square ``(T, T)`` map (e.g. :func:`cross_layer`) whose diagonal entry is at least every
+    other entry of the row: the layers for which their *own* direction gives the largest value."""
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2:
+        raise ValueError(f"need a square matrix with at least 2 rows, got shape {m.shape}")
+    return int((np.diag(m) >= m.max(axis=1)).sum())  # "at least every other entry" = "the row's maximum"
+
+
+def range_position(x: float, xs: Sequence[float]) -> str:
+    """``"above"`` if ``x > max(xs)``, ``"below"`` if ``x < min(xs)``, else ``"within"`` (ends included)."""
+    if len(xs) == 0:
+        raise ValueError("xs is empty: need at least one value to compare with")
+    return "above" if x > max(xs) else ("below" if x < min(xs) else "within")

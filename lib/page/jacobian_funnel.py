@@ -1,0 +1,375 @@
+"""Altair figures of chapter 4 (the Jacobian funnel). Every builder names its model(s) in the subtitle.
+
+Trained weights and random-init twins have the book's colours (:func:`lib.page.plotting.model_color`): the
+series labels are :meth:`lib.models.Twins.series` labels (``"trained"``, ``"random init, seed 0"``, …).
+Baselines (the Ginibre level, "no trend", "no coupling") are black dashed rules with a legend entry of their
+own (a ``strokeDash`` legend), and null or reference levels that are not a model are grey
+(:data:`lib.page.plotting.NULL_COLOR`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from lib.page.plotting import NULL_COLOR, TRAINED_COLOR, eigenvalue_chart, model_color, model_palette, titled
+
+__all__ = [
+    "COMMUNITY_COLORS",
+    "block_erank_chart",
+    "community_graph_chart",
+    "community_layout",
+    "community_scatter_chart",
+    "coupling_chart",
+    "depth_chart",
+    "funnel_chart",
+    "jacobian_clouds",
+    "rescaling_chart",
+    "slope_chart",
+    "training_curve_chart",
+]
+
+COMMUNITY_COLORS = ("#009E73", "#CC79A7", "#56B4E9", "#F0E442", "#000000", "#999999")
+"""Communities of residual coordinates: Okabe–Ito colours other than the trained blue and the twins' oranges."""
+
+_DASH = [5, 4]
+
+
+def _reference(title: str | None = None) -> alt.StrokeDash:
+    """A strokeDash legend for the ``reference`` field: each baseline is a dashed black rule with its name."""
+    return alt.StrokeDash("reference:N", title=title, scale=alt.Scale(range=[_DASH, [2, 2], [8, 3]]),
+                          legend=alt.Legend(orient="bottom", symbolType="stroke", symbolStrokeColor="black"))
+
+
+def training_curve_chart(log: dict, model: str) -> alt.TopLevelMixin:
+    """Training loss (of the batch at each logged step) against step, with the held-out losses of the trained
+    model (blue) and of its random twin (orange) and the uniform-prediction loss (grey) as dashed rules."""
+    curve = "training loss, one batch (trained)"
+    df = pd.DataFrame({"step": log["steps"], "loss": log["loss"], "what": curve})
+    refs = pd.DataFrame({
+        "what": ["held-out loss (trained)", "held-out loss (random init)", "uniform over the vocabulary"],
+        "loss": [log["heldout_loss"], log["heldout_loss_random_init"], log["uniform_loss"]],
+    })
+    domain, colours = model_palette([curve, *refs["what"]])
+    colours[-1] = NULL_COLOR  # a baseline, not a model
+    colour = alt.Color("what:N", title=None, scale=alt.Scale(domain=domain, range=colours),
+                       legend=alt.Legend(symbolType="stroke", orient="bottom", columns=2))
+    dash = alt.StrokeDash("what:N", title=None, scale=alt.Scale(domain=domain, range=[[1, 0], _DASH, _DASH, [2, 2]]))
+    line = alt.Chart(df).mark_line().encode(
+        x=alt.X("step:Q", title="training step"), y=alt.Y("loss:Q", title="cross-entropy (nats / token)"),
+        color=colour, strokeDash=dash, tooltip=["step:Q", alt.Tooltip("loss:Q", format=".3f")],
+    )
+    rules = alt.Chart(refs).mark_rule(strokeWidth=2).encode(
+        y="loss:Q", color=colour, strokeDash=dash, tooltip=["what:N", alt.Tooltip("loss:Q", format=".3f")]
+    )
+    return titled((line + rules).properties(width=420, height=220), "Training curve of the book decoder", model,
+                  description=f"The book decoder's training loss falls from the uniform level to "
+                              f"{log['heldout_loss']:.2f} nats per token held out; its random twin stays at "
+                              f"{log['heldout_loss_random_init']:.2f}.")
+
+
+def depth_chart(
+    df: pd.DataFrame,
+    value: str,
+    *,
+    title: str,
+    model: str,
+    y_title: str,
+    baseline: str | None = None,
+    domain: Sequence[float] | None = None,
+    description: str | None = None,
+) -> alt.TopLevelMixin:
+    """A metric against relative depth, one line per ``series`` (trained and each twin), one panel per ``model``.
+
+    ``df`` is :func:`lib.chapters.jacobian_funnel.depth_frame`: columns ``model``, ``series``, ``layer``, ``depth``, ``value``
+    and its interval ``value_lo``/``value_hi`` (drawn as error bars where present), optionally ``baseline``.
+    ``baseline``: the legend name of the dashed black line drawn at the panel's ``baseline`` column. The y axis
+    is shared by the panels (``domain``, else one domain that holds every point and bar).
+    """
+    lo, hi = f"{value}_lo", f"{value}_hi"
+    vals = df[[value, lo, hi]].to_numpy(dtype=float)
+    if baseline is not None:
+        vals = np.column_stack([vals, df["baseline"].to_numpy(dtype=float)])
+    if domain is None:
+        top, bot = np.nanmax(vals), np.nanmin(vals)
+        pad = 0.05 * (top - bot or 1.0)
+        domain = (bot - pad, top + pad)
+    scale = alt.Scale(domain=list(domain), nice=False)
+    data = df.assign(reference=baseline or "")
+    colour = model_color("series", list(df["series"]), legend=alt.Legend(orient="bottom", columns=2, title=None))
+    x = alt.X("depth:Q", title="relative depth (l+1)/L", scale=alt.Scale(domain=[0, 1.05], nice=False))
+    tips = ["series:N", "layer:Q", alt.Tooltip(f"{value}:Q", format=".3f", title=y_title),
+            alt.Tooltip(f"{lo}:Q", format=".3f", title="95% interval, low"),
+            alt.Tooltip(f"{hi}:Q", format=".3f", title="95% interval, high")]
+    line = alt.Chart().mark_line(point=True).encode(
+        x=x, y=alt.Y(f"{value}:Q", title=y_title, scale=scale), color=colour, tooltip=tips)
+    bars = alt.Chart().mark_rule().encode(x=x, y=alt.Y(f"{lo}:Q", scale=scale), y2=f"{hi}:Q", color=colour)
+    layers = [line, bars]
+    if baseline is not None:
+        layers.append(alt.Chart().mark_rule(color="black").encode(
+            y=alt.Y("mean(baseline):Q", scale=scale), strokeDash=_reference(),
+            tooltip=[alt.Tooltip("mean(baseline):Q", format=".3f", title=baseline)]))
+    chart = alt.layer(*layers, data=data).properties(width=260, height=200).facet(
+        column=alt.Column("model:N", title=None, sort=list(dict.fromkeys(df["model"])),
+                          header=alt.Header(labelFontWeight="bold")))
+    return titled(chart, title, model, description=description)
+
+
+def slope_chart(df: pd.DataFrame, *, title: str, model: str, description: str | None = None) -> alt.TopLevelMixin:
+    """The trend test of section 4.3: each series' least-squares slope against depth with its 95% bootstrap
+    interval, one panel per metric, and the dashed line of no trend.
+
+    ``df``: :func:`lib.chapters.jacobian_funnel.trend_frame` (``metric``, ``series``, ``slope``, ``lo``, ``hi``, ``direction``).
+    """
+    series = list(dict.fromkeys(df["series"]))
+    data = df.assign(reference="no trend (slope 0)")
+    colour = model_color("series", series, legend=None)
+    lim = float(np.nanmax(np.abs(df[["slope", "lo", "hi"]].to_numpy(dtype=float)))) * 1.1
+    x_scale = alt.Scale(domain=[-lim, lim], nice=False)
+    x = alt.X("slope:Q", title="slope per unit depth", scale=x_scale, axis=alt.Axis(tickCount=4))
+    y = alt.Y("series:N", title=None, sort=series)
+    bars = alt.Chart().mark_rule(strokeWidth=2).encode(x=alt.X("lo:Q", scale=x_scale), x2="hi:Q", y=y,
+                                                       color=colour)
+    pts = alt.Chart().mark_point(filled=True, size=60).encode(
+        x=x, y=y, color=colour,
+        tooltip=["series:N", alt.Tooltip("slope:Q", format="+.3f"), alt.Tooltip("lo:Q", format="+.3f"),
+                 alt.Tooltip("hi:Q", format="+.3f"), "direction:N"])
+    zero = alt.Chart().mark_rule(color="black").encode(x=alt.datum(0), strokeDash=_reference())
+    chart = alt.layer(zero, bars, pts, data=data).properties(width=150, height=110).facet(
+        column=alt.Column("metric:N", title=None, sort=list(dict.fromkeys(df["metric"]))))
+    return titled(chart, title, model, description=description)
+
+
+def funnel_chart(df: pd.DataFrame, *, title: str, model: str, description: str | None = None) -> alt.TopLevelMixin:
+    """Effective rank of the cumulative product against the last block multiplied, log scale, one panel per
+    model; colour: the series (trained, each twin), dash: which product (:data:`lib.chapters.jacobian_funnel.PRODUCTS`).
+
+    ``df``: :func:`lib.chapters.jacobian_funnel.funnel_curves` (``model``, ``series``, ``product``, ``blocks``, ``erank``).
+    """
+    products = list(dict.fromkeys(df["product"]))
+    colour = model_color("series", list(df["series"]),
+                         legend=alt.Legend(orient="bottom", columns=2, title=None, symbolType="stroke"))
+    dash = alt.StrokeDash("product:N", title="product", sort=products,
+                          scale=alt.Scale(domain=products, range=[[1, 0], [6, 3], [2, 2], [8, 2, 2, 2]]),
+                          legend=alt.Legend(orient="bottom", columns=2, symbolType="stroke",
+                                            symbolStrokeColor="black", symbolStrokeWidth=2))
+    lo, hi = float(df.erank.min()), float(df.erank.max())
+    x = alt.X("blocks:Q", title="last block multiplied (0: identity)", axis=alt.Axis(tickMinStep=1))
+    y = alt.Y("erank:Q", title="effective rank of the product (log scale)",
+              scale=alt.Scale(type="log", domain=[lo / 1.3, hi * 1.3], nice=False))
+    tips = ["model:N", "series:N", "product:N", "blocks:Q", alt.Tooltip("erank:Q", format=".1f")]
+    # the points are a layer of their own: a line's point overlay would blank the dash legend's symbols
+    lines = alt.Chart().mark_line().encode(x=x, y=y, color=colour, strokeDash=dash, tooltip=tips)
+    pts = alt.Chart().mark_point(filled=True, size=18).encode(x=x, y=y, color=colour, detail="product:N",
+                                                              tooltip=tips)
+    chart = alt.layer(lines, pts, data=df).properties(width=260, height=230).facet(
+        column=alt.Column("model:N", title=None, sort=list(dict.fromkeys(df["model"])),
+                          header=alt.Header(labelFontWeight="bold")))
+    return titled(chart, title, model, description=description)
+
+
+def block_erank_chart(df: pd.DataFrame, *, title: str, model: str, d: int,
+                      description: str | None = None) -> alt.TopLevelMixin:
+    """The effective rank of each block's own mean Jacobian, trained (with its bootstrap interval) and each
+    twin, on a log scale that holds both a collapsed block and the full width ``d`` (dashed line).
+
+    ``df``: :func:`lib.chapters.jacobian_funnel.block_erank_frame` (``series``, ``block``, ``erank``, ``lo``, ``hi``).
+    """
+    series = list(dict.fromkeys(df["series"]))
+    data = df.assign(reference=f"full width d = {d}", d=float(d))
+    lo = float(np.nanmin(df[["erank", "lo"]].to_numpy(dtype=float)))
+    y_scale = alt.Scale(type="log", domain=[lo / 1.4, d * 1.4], nice=False)
+    colour = model_color("series", series, legend=alt.Legend(orient="bottom", columns=4, title=None))
+    off = alt.XOffset("series:N", sort=series, scale=alt.Scale(paddingInner=0.2))
+    x = alt.X("block:O", title="block l")
+    pts = alt.Chart().mark_point(filled=True, size=50).encode(
+        x=x, xOffset=off, y=alt.Y("erank:Q", title="effective rank of J̄ₗ (log scale)", scale=y_scale),
+        color=colour, tooltip=["series:N", "block:O", alt.Tooltip("erank:Q", format=".1f"),
+                               alt.Tooltip("lo:Q", format=".1f"), alt.Tooltip("hi:Q", format=".1f")])
+    bars = alt.Chart().mark_rule().encode(x=x, xOffset=off, y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=colour)
+    full = alt.Chart().mark_rule(color="black").encode(y=alt.Y("mean(d):Q", scale=y_scale), strokeDash=_reference())
+    chart = alt.layer(full, bars, pts, data=data).properties(width=420, height=220)
+    return titled(chart, title, model, description=description)
+
+
+def rescaling_chart(df: pd.DataFrame, marks: dict[str, float], *, title: str, model: str,
+                    description: str | None = None) -> alt.TopLevelMixin:
+    """Section 4.6's rescaling test: block 1's effective rank (and the whole product's) against the median norm
+    of block 1's input, log–log, with the input norms that matter labelled.
+
+    Args:
+        df: :func:`lib.chapters.jacobian_funnel.input_rescaling`'s table (``scale``, ``input_norm``, ``erank_J1``, ``funnel``).
+        marks: label → scale (a value of ``df.scale``) to annotate, e.g. ``{"twins' embeddings": 0.23}``.
+    """
+    what = {"erank_J1": "block 1 alone, erank J̄₁ (trained)", "funnel": "product of all six blocks (trained)"}
+    long = df.melt(id_vars=["scale", "input_norm"], value_vars=list(what), var_name="what", value_name="erank")
+    long["what"] = long["what"].map(what)
+    colour = alt.Color("what:N", title=None, scale=alt.Scale(domain=list(what.values()),
+                                                           range=[TRAINED_COLOR, TRAINED_COLOR]),
+                       legend=alt.Legend(orient="bottom", symbolType="stroke"))
+    dash = alt.StrokeDash("what:N", title=None, scale=alt.Scale(domain=list(what.values()), range=[[1, 0], _DASH]))
+    x = alt.X("input_norm:Q", title="median norm of block 1's input (log scale)",
+              scale=alt.Scale(type="log", domain=[df.input_norm.min() / 1.6, df.input_norm.max() * 1.6], nice=False))
+    y = alt.Y("erank:Q", title="effective rank (log scale)",
+              scale=alt.Scale(type="log", domain=[long.erank.min() / 1.4, long.erank.max() * 1.4], nice=False))
+    lines = alt.Chart(long).mark_line(point=True).encode(
+        x=x, y=y, color=colour, strokeDash=dash,
+        tooltip=["what:N", alt.Tooltip("scale:Q", format=".2f"), alt.Tooltip("input_norm:Q", format=".2f"),
+                 alt.Tooltip("erank:Q", format=".1f")])
+    lab = df[df.scale.isin(list(marks.values()))].sort_values("input_norm").assign(
+        label=lambda t: [next(k for k, v in marks.items() if v == s) for s in t.scale])
+    lab["ypos"] = [8 + 13 * (i % 2) for i in range(len(lab))]  # alternate rows: neighbours never collide
+    rules = alt.Chart(lab).mark_rule(color=NULL_COLOR, strokeDash=[2, 2]).encode(x="input_norm:Q")
+    right = np.log(lab.input_norm) > np.log(df.input_norm.min()) + 0.7 * np.log(df.input_norm.max()
+                                                                             / df.input_norm.min())
+    text = [alt.Chart(lab[sel]).mark_text(align=side, dx=3 if side == "left" else -3, fontSize=10,
+                                          color="#333").encode(x="input_norm:Q", y=alt.Y("ypos:Q", scale=None),
+                                                               text="label:N")
+            for side, sel in (("left", ~right), ("right", right)) if sel.any()]
+    chart = alt.layer(rules, *text, lines).properties(width=440, height=230)
+    return titled(chart, title, model, description=description)
+
+
+def community_layout(membership: np.ndarray, participation: np.ndarray) -> np.ndarray:
+    """Node positions ``(d, 2)`` that draw each community as a ring of its own, the rings on a circle.
+
+    Community ``c`` (ids ``0..C−1``, largest first) is a ring centred at angle ``2πc/C`` on the unit circle, its
+    radius growing with ``sqrt(size)`` and small enough that neighbouring rings never overlap. Within a ring the
+    nodes are ordered by participation: the most participating (the bridges) face the middle of the figure,
+    where the edges to other communities run, the least face outwards. Deterministic (no random layout).
+    """
+    m = np.asarray(membership, dtype=int)
+    P = np.asarray(participation, dtype=float)
+    if m.shape != P.shape or m.ndim != 1:
+        raise ValueError(f"membership and participation must be equal-length vectors, got {m.shape} and {P.shape}")
+    comms = np.unique(m)
+    C = len(comms)
+    sizes = {c: int(np.sum(m == c)) for c in comms}
+    r_max = 1.0 if C == 1 else 0.8 * np.sin(np.pi / C)
+    centre_r = 0.0 if C == 1 else 1.0
+    xy = np.zeros((len(m), 2))
+    for k, c in enumerate(comms):
+        idx = np.flatnonzero(m == c)
+        theta = 2 * np.pi * k / C
+        cx, cy = centre_r * np.cos(theta), centre_r * np.sin(theta)
+        r = r_max * np.sqrt(sizes[c] / max(sizes.values()))
+        order = idx[np.lexsort((idx, -P[idx]))]  # most participating first; ties by unit id
+        n = len(order)
+        # offsets 0, +1, −1, +2, −2, … steps of 2π/n around the inward direction
+        steps = np.array([(j + 1) // 2 * (1 if j % 2 else -1) for j in range(n)])
+        phi = theta + np.pi + 2 * np.pi * steps / max(n, 1)
+        xy[order, 0] = cx + r * np.cos(phi)
+        xy[order, 1] = cy + r * np.sin(phi)
+    return xy
+
+
+def community_graph_chart(
+    W: np.ndarray, membership: np.ndarray, participation: np.ndarray, log_gain: np.ndarray, *, title: str,
+    model: str, max_edges: int = 1500, description: str | None = None,
+) -> alt.TopLevelMixin:
+    """Nodes = residual coordinates laid out by community (:func:`community_layout`: one ring per community),
+    colour = community, size = participation; edges: the strongest ``max_edges`` of the signed top-k graph
+    (grey positive, purple negative)."""
+    iu = np.triu_indices(len(W), 1)
+    w = W[iu]
+    sel = np.flatnonzero(w != 0)
+    sel = sel[np.argsort(-np.abs(w[sel]), kind="stable")][:max_edges]
+    xy = community_layout(membership, participation)
+    labels = [f"C{c + 1}" for c in membership]
+    nodes = pd.DataFrame({"unit": np.arange(len(W)), "x": xy[:, 0], "y": xy[:, 1], "community": labels,
+                          "participation": participation, "log_gain": log_gain})
+    edges = pd.DataFrame({
+        "x": xy[iu[0][sel], 0], "y": xy[iu[0][sel], 1], "x2": xy[iu[1][sel], 0], "y2": xy[iu[1][sel], 1],
+        "sign": np.where(w[sel] > 0, "positive", "negative"),
+    })
+    ax = alt.Axis(labels=False, ticks=False, grid=False, title=None, domain=False)
+    span = float(np.abs(xy).max()) * 1.08
+    sc = alt.Scale(domain=[-span, span], nice=False)
+    e = alt.Chart(edges).mark_rule(opacity=0.1).encode(
+        x=alt.X("x:Q", axis=ax, scale=sc), y=alt.Y("y:Q", axis=ax, scale=sc), x2="x2:Q", y2="y2:Q",
+        color=alt.Color("sign:N", scale=alt.Scale(domain=["positive", "negative"], range=["#777777", "#5E3C99"]),
+                        title="correlation edge", legend=alt.Legend(symbolType="stroke", symbolOpacity=1)),
+    )
+    order = sorted(set(labels), key=lambda s: int(s[1:]))
+    n = alt.Chart(nodes).mark_circle(stroke="black", strokeWidth=0.4, opacity=0.9).encode(
+        x=alt.X("x:Q", axis=ax, scale=sc), y=alt.Y("y:Q", axis=ax, scale=sc),
+        fill=alt.Fill("community:N", title="community", sort=order,
+                      scale=alt.Scale(domain=order, range=[COMMUNITY_COLORS[i % len(COMMUNITY_COLORS)]
+                                                           for i in range(len(order))])),
+        size=alt.Size("participation:Q", scale=alt.Scale(range=[10, 160]), title="participation",
+                      legend=alt.Legend(titleLimit=0)),
+        tooltip=["unit:Q", "community:N", alt.Tooltip("participation:Q", format=".2f"),
+                 alt.Tooltip("log_gain:Q", format=".2f", title="log gain")],
+    )
+    chart = (e + n).properties(width=440, height=440).resolve_scale(color="independent")
+    return titled(chart.configure_view(stroke=None), title, model, description=description)
+
+
+def coupling_chart(df: pd.DataFrame, *, title: str, model: str, description: str | None = None) -> alt.TopLevelMixin:
+    """Spearman r_S(participation, log gain) against relative depth; filled points: BH-adjusted q < 0.05.
+
+    ``df``: ``depth``, ``layer``, ``r_s``, ``q`` (BH-adjusted p, gains permuted), ``p_relabel``, ``model``, and the
+    series as ``weights`` (:meth:`lib.models.Twins.series` labels, one colour each) or ``series``.
+    """
+    field = "weights" if "weights" in df.columns else "series"
+    df = df.assign(significant=np.where(df.q < 0.05, "q < 0.05", "n.s."), reference="no coupling (r_S = 0)")
+    lim = max(0.3, float(np.abs(df.r_s).max()) * 1.15)
+    colour = model_color(field, list(df[field]), legend=alt.Legend(orient="bottom", columns=2, title=None))
+    # No layer brings its own data: the facet splits the layer's shared data by model. (A zero line
+    # drawn from its own small table once kept every layer on its own data, so both panels showed
+    # both models.)
+    base = alt.Chart().encode(
+        x=alt.X("depth:Q", title="relative depth (l+1)/L", scale=alt.Scale(domain=[0, 1.05], nice=False)),
+        y=alt.Y("r_s:Q", title="coupling r_S", scale=alt.Scale(domain=[-lim, lim], nice=False)),
+        color=colour,
+    )
+    pts = base.mark_point(size=70, filled=True).encode(
+        shape=alt.Shape("significant:N", scale=alt.Scale(domain=["q < 0.05", "n.s."], range=["circle", "cross"]),
+                        title="BH, gains permuted", legend=alt.Legend(orient="bottom")),
+        tooltip=[f"{field}:N", "layer:Q", alt.Tooltip("r_s:Q", format=".3f"), alt.Tooltip("q:Q", format=".3g"),
+                 alt.Tooltip("p_relabel:Q", format=".3g")],
+    )
+    zero = alt.Chart().mark_rule(color="black").encode(y=alt.datum(0), strokeDash=_reference())
+    chart = alt.layer(zero, base.mark_line(opacity=0.6), pts, data=df).properties(width=320, height=220).facet(
+        column=alt.Column("model:N", title=None)
+    )
+    return titled(chart, title, model, description=description)
+
+
+def community_scatter_chart(comm: pd.DataFrame, *, title: str, model: str,
+                            description: str | None = None) -> alt.TopLevelMixin:
+    """Every community of every layer: its boundary score (mean participation) against its log gain, one
+    colour per series (trained, each twin), pooled over layers.
+
+    ``comm``: :func:`lib.methods.topology.pooled_community_coupling`'s communities (``weights``, ``layer``, ``community``,
+    ``size``, ``boundary``, ``log_gain``).
+    """
+    series = list(dict.fromkeys(comm["weights"]))
+    data = comm.assign(reference="median unit gain (log gain 0)")
+    colour = model_color("weights", series, legend=alt.Legend(orient="bottom", columns=4, title=None))
+    pts = alt.Chart().mark_point(filled=True, opacity=0.8).encode(
+        x=alt.X("boundary:Q", title="boundary score (mean participation of the community)",
+                scale=alt.Scale(zero=False, padding=8)),
+        y=alt.Y("log_gain:Q", title="community log gain", scale=alt.Scale(zero=False, padding=8)),
+        color=colour, size=alt.Size("size:Q", title="units", scale=alt.Scale(range=[20, 200])),
+        tooltip=["weights:N", "layer:Q", "community:Q", "size:Q", alt.Tooltip("boundary:Q", format=".3f"),
+                 alt.Tooltip("log_gain:Q", format="+.3f")])
+    zero = alt.Chart().mark_rule(color="black").encode(y=alt.datum(0), strokeDash=_reference())
+    return titled(alt.layer(zero, pts, data=data).properties(width=420, height=240), title, model,
+                  description=description)
+
+
+
+def jacobian_clouds(Jbar: np.ndarray, layers: Sequence[int], *, model: str,
+                    title: str = "Eigenvalues of the mean block Jacobian J̄ₗ") -> alt.TopLevelMixin:
+    """The eigenvalues of ``Jbar[l]`` for each ``l`` of ``layers`` (0-based; panels say "block l+1"), not rescaled:
+    each panel has its own axes and the dashed circle of radius ``|λ₁|``
+    (:func:`lib.page.plotting.eigenvalue_chart`)."""
+    from lib.linalg.spectra import eigvals
+
+    lam = np.stack([eigvals(Jbar[l]) for l in layers])
+    return eigenvalue_chart(lam, model=model, layer_labels=[f"block {l + 1}" for l in layers], normalize=False,
+                            title=title, width=150, height=150)
