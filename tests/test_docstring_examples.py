@@ -35,7 +35,7 @@ EXAMPLES = _examples()
 
 def test_the_main_entry_points_have_an_example():
     have = {t.name for t in EXAMPLES}
-    for name in ("lib.models.load_model", "lib.methods.steering.steer", "lib.theory.dynamics.simulate", "lib.linalg.topk_eig.topk_eig"):
+    for name in ("lib.models.loading.load_model", "lib.methods.steering.steer", "lib.theory.dynamics.simulate", "lib.linalg.topk_eig.topk_eig"):
         assert name in have, f"{name} has no Example: in its docstring"
 
 
