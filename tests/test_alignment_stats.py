@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lib import stats
 from lib.linalg import spectra
 from lib.methods import alignment as als
 from lib.theory import dynamics, toys
@@ -93,7 +94,7 @@ def test_bootstrap_ratio_against_loop_reference():
     P = 12
     counts = rng.integers(1, 9, P).astype(float)
     sums = rng.random((2, P)) * counts
-    est, lo, hi = als.bootstrap_ratio(sums, counts, n_boot=300, seed=5)
+    est, lo, hi = stats.bootstrap_ratio(sums, counts, n_boot=300, seed=5)
     np.testing.assert_allclose(est, sums.sum(1) / counts.sum(), rtol=1e-12)
     # Same draws, explicit loop.
     draws = np.random.default_rng(5).integers(0, P, size=(300, P))
@@ -110,7 +111,7 @@ def test_bootstrap_interval_covers_known_mean():
         rng = np.random.default_rng(100 + s)
         counts = rng.integers(3, 10, 60).astype(float)
         sums = np.array([rng.random(int(c)).sum() for c in counts])  # uniform(0, 1): mean 0.5
-        _, lo, hi = als.bootstrap_ratio(sums, counts, n_boot=400, seed=s)
+        _, lo, hi = stats.bootstrap_ratio(sums, counts, n_boot=400, seed=s)
         covered += lo <= 0.5 <= hi
     assert covered >= 33
 
@@ -277,12 +278,12 @@ def test_null_rho_is_a_strict_increase_and_empirical_p():
     assert np.all(rho == 0.0)
     null = als.random_null(ts, B, m=50)
     assert null.p_rho[0] == 1.0
-    p = als.empirical_p(np.array([0.5, 2.0, 0.0]), np.array([[0.1, 0.5, 0.9, 1.0], [0.0, 1.0, 1.5, 1.9], [0.0, 0.0, 0.0, 0.0]]))
+    p = stats.empirical_p(np.array([0.5, 2.0, 0.0]), np.array([[0.1, 0.5, 0.9, 1.0], [0.0, 1.0, 1.5, 1.9], [0.0, 0.0, 0.0, 0.0]]))
     np.testing.assert_allclose(p, [(1 + 3) / 5, 1 / 5, 1.0])  # ties count against the observation
 
 
 def test_random_null_q_values_are_bh_across_layers():
-    from lib.methods.topology import benjamini_hochberg
+    from lib.stats import benjamini_hochberg
 
     rng = np.random.default_rng(5)
     trajs = _random_trajs(rng, P=6, T=4, d=9)
@@ -324,7 +325,7 @@ def test_bootstrap_resamples_prompts_not_tokens():
     """Two prompts of 50 identical tokens each, values 0 and 1: resampling prompts gives the interval [0, 1]
     (both draws from one prompt happen a quarter of the time each); resampling tokens would give about ±0.1."""
     sums, counts = np.array([0.0, 50.0]), np.array([50.0, 50.0])
-    est, lo, hi = als.bootstrap_ratio(sums, counts, n_boot=2000, seed=0)
+    est, lo, hi = stats.bootstrap_ratio(sums, counts, n_boot=2000, seed=0)
     assert est == 0.5 and lo == 0.0 and hi == 1.0
 
 
@@ -580,17 +581,17 @@ def test_equivalence_test_known_answers():
     the smallest p; μ = 0.9δ, σ = 0.1δ: p = P(draw ≥ δ) = 1 − Φ(1) ≈ 0.159, not equivalent although the estimate
     lies inside the margin (its interval does not); a wide interval is never equivalence."""
     z = np.random.default_rng(0).standard_normal(20_000)
-    tight = als.equivalence_test(0.0, 0.01 * z, 0.0, 1.0)
+    tight = stats.equivalence_test(0.0, 0.01 * z, 0.0, 1.0)
     assert tight.equivalent and tight.p == pytest.approx(1 / 20_001)
-    near = als.equivalence_test(0.9, 0.9 + 0.1 * z, 0.0, 1.0)
+    near = stats.equivalence_test(0.9, 0.9 + 0.1 * z, 0.0, 1.0)
     assert not near.equivalent and near.p == pytest.approx(0.1587, abs=0.01)
     assert near.lo == pytest.approx(0.9 - 0.1645, abs=0.01) and near.difference == pytest.approx(0.9)
-    wide = als.equivalence_test(0.0, 3 * z, 0.0, 1.0)
+    wide = stats.equivalence_test(0.0, 3 * z, 0.0, 1.0)
     assert not wide.equivalent and wide.p > 0.3
-    shifted = als.equivalence_test(5.0, 5.0 + 0.01 * z, 5.0, 1.0)  # the reference is subtracted
+    shifted = stats.equivalence_test(5.0, 5.0 + 0.01 * z, 5.0, 1.0)  # the reference is subtracted
     assert shifted.equivalent and shifted.difference == 0.0
     with pytest.raises(ValueError, match="margin"):
-        als.equivalence_test(0.0, z, 0.0, 0.0)
+        stats.equivalence_test(0.0, z, 0.0, 0.0)
 
 
 def test_fixed_direction_profile_equivalence_needs_power():

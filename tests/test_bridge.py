@@ -279,7 +279,7 @@ def test_six_layers_under_bh_over_twelve_tests_pass_only_a_perfect_ordering():
 
 
 def test_bh_reject_is_benjamini_hochberg_batched():
-    from lib.methods.topology import benjamini_hochberg
+    from lib.stats import benjamini_hochberg
 
     P = np.random.default_rng(5).random((200, 12)) ** 3
     np.testing.assert_array_equal(br.bh_reject(P), np.array([benjamini_hochberg(row) <= 0.05 for row in P]))

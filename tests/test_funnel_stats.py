@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import lib
+from lib import stats
 from lib.chapters import jacobian_funnel as fs
 from lib.jacobians import sweep as jac
 from lib.linalg import nonnormal as nn
@@ -51,32 +52,32 @@ def test_funnel_eranks_match_cumulative_product():
 
 
 def test_bootstrap_weights_and_resampled_means():
-    W = fs.bootstrap_weights(7, 50, seed=1)
+    W = stats.bootstrap_weights(7, 50, seed=1)
     assert W.shape == (50, 7)
     np.testing.assert_allclose(W.sum(1), 1.0)
     assert np.all(np.round(W * 7) == W * 7)  # counts / n
-    np.testing.assert_array_equal(W, fs.bootstrap_weights(7, 50, seed=1))
+    np.testing.assert_array_equal(W, stats.bootstrap_weights(7, 50, seed=1))
     per = _stack(L=3, P=7, d=4).astype(np.float32)
     onehot = np.eye(7)[[2, 5]]
-    got = fs.resampled_means(per, onehot)
+    got = stats.resampled_means(per, onehot)
     np.testing.assert_allclose(got[0], per[:, 2], rtol=1e-6)
     np.testing.assert_allclose(got[1], per[:, 5], rtol=1e-6)
-    np.testing.assert_allclose(fs.resampled_means(per, np.full((1, 7), 1 / 7))[0], per.astype(np.float64).mean(1),
+    np.testing.assert_allclose(stats.resampled_means(per, np.full((1, 7), 1 / 7))[0], per.astype(np.float64).mean(1),
                                rtol=1e-12)
     assert got.dtype == np.float64
     with pytest.raises(ValueError):
-        fs.resampled_means(per, np.ones((2, 6)))
+        stats.resampled_means(per, np.ones((2, 6)))
 
 
 def test_ols_slope_and_trend_directions():
     x = np.arange(1, 7) / 6
     Y = np.stack([2 - 3 * x, 0.5 + 0 * x])
-    np.testing.assert_allclose(fs.ols_slope(x, Y), [-3.0, 0.0], atol=1e-12)
-    assert fs.ols_slope(x, Y[0]) == pytest.approx(np.polyfit(x, Y[0], 1)[0])
+    np.testing.assert_allclose(stats.ols_slope(x, Y), [-3.0, 0.0], atol=1e-12)
+    assert stats.ols_slope(x, Y[0]) == pytest.approx(np.polyfit(x, Y[0], 1)[0])
     rng = np.random.default_rng(0)
-    falls = fs.trend_test(x, 1 - x, 1 - x + 0.01 * rng.standard_normal((200, 6)))
-    flat = fs.trend_test(x, 0 * x, 0.5 * rng.standard_normal((200, 6)))
-    rises = fs.trend_test(x, x, x + 0.01 * rng.standard_normal((200, 6)))
+    falls = stats.trend_test(x, 1 - x, 1 - x + 0.01 * rng.standard_normal((200, 6)))
+    flat = stats.trend_test(x, 0 * x, 0.5 * rng.standard_normal((200, 6)))
+    rises = stats.trend_test(x, x, x + 0.01 * rng.standard_normal((200, 6)))
     assert (falls.direction, flat.direction, rises.direction) == ("falls", "flat", "rises")
     assert falls.slope.lo < -1 < falls.slope.hi
     assert fs.trend_verdict(falls, [flat, rises]) == "reproduced"
@@ -94,7 +95,7 @@ def test_bootstrap_run_and_intervals():
     np.testing.assert_allclose(r.point["funnel_no_b1"], nn.cumulative_product(Jm[1:]).erank, rtol=1e-10)
     iv = r.interval("delta_H", 2)
     assert iv.lo <= iv.hi and iv.point == pytest.approx(nn.henrici_rel(Jm[2]), rel=1e-9)
-    assert isinstance(r.trend("r_rot"), fs.TrendTest)
+    assert isinstance(r.trend("r_rot"), stats.TrendTest)
     point_only = fs.bootstrap_run(Jm[:, None], update=False)
     assert point_only.boot is None
     np.testing.assert_allclose(point_only.point["delta_H"], [nn.henrici(J) / np.linalg.norm(J) for J in Jm], rtol=1e-9)
@@ -140,7 +141,7 @@ def test_both_controls_equal_the_separate_ones():
 
 
 def _iv(p, lo, hi):
-    return fs.Interval(p, lo, hi)
+    return stats.Interval(p, lo, hi)
 
 
 def test_funnel_and_control_verdicts():
@@ -341,7 +342,7 @@ def _evidence(trained_falls: bool, funnel: str, coupled: bool):
     rng = np.random.default_rng(0)
 
     def trend(slope):
-        return fs.trend_test(x, slope * x, slope * x + 0.001 * rng.standard_normal((50, 6)))
+        return stats.trend_test(x, slope * x, slope * x + 0.001 * rng.standard_normal((50, 6)))
 
     twins = ["random init, seed 0", "random init, seed 1"]
     trends = {}

@@ -591,7 +591,7 @@ def test_v_edit_anatomy_matches_the_measured_change(minilm):
 
 
 def test_bootstrap_pooled_against_a_loop():
-    from lib.chapters.steering_lab import bootstrap_pooled
+    from lib.stats import bootstrap_pooled
 
     rng = np.random.default_rng(4)
     sums, counts = rng.random(7) * 5, rng.integers(1, 6, 7).astype(float)

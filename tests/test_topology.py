@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
+from lib import stats
 from lib.methods import topology as tp
 
 
@@ -72,7 +73,7 @@ def test_community_gain_and_bh():
     np.testing.assert_allclose(tab.log_gain, [np.log(4 / 2.5), np.log(1 / 2.5)])
     np.testing.assert_allclose(tab.self_gain, [1.0, 0.0])
     p = [0.01, 0.04, 0.03, np.nan]
-    np.testing.assert_allclose(tp.benjamini_hochberg(p)[:3], [0.03, 0.04, 0.04])
+    np.testing.assert_allclose(stats.benjamini_hochberg(p)[:3], [0.03, 0.04, 0.04])
 
 
 def test_unit_gain_uses_columns():
@@ -133,7 +134,7 @@ def test_topology_sweep_is_layer_topology_at_every_layer(decoder_sweep):
     c = sweep.coupling
     assert list(c.columns[:3]) == ["model", "weights", "layer"] and set(c.model) == {"book-decoder"}
     for _, g in c.groupby("weights"):
-        np.testing.assert_allclose(g.q, tp.benjamini_hochberg(g.p_gain.to_numpy()))
+        np.testing.assert_allclose(g.q, stats.benjamini_hochberg(g.p_gain.to_numpy()))
     s = sweep.sub_blocks
     assert set(s.sub_block) == {"attention", "MLP"} and len(s) == 2 * 2 * pair.trained.n_layers
     row = s[(s.weights == "trained") & (s.sub_block == "MLP") & (s.layer == 2)].iloc[0]
@@ -141,7 +142,7 @@ def test_topology_sweep_is_layer_topology_at_every_layer(decoder_sweep):
     ref_c = tp.coupling(res.participation, tp.unit_gain(sets["trained"].parts["mlp"][1]), n_perm=20, seed=1)
     assert row.r_s == pytest.approx(ref_c.r_s) and row.p_gain == pytest.approx(ref_c.p_gain)
     for _, g in s.groupby(["weights", "sub_block"]):
-        np.testing.assert_allclose(g.q, tp.benjamini_hochberg(g.p_gain.to_numpy()))
+        np.testing.assert_allclose(g.q, stats.benjamini_hochberg(g.p_gain.to_numpy()))
 
 
 def test_topology_tables_have_readable_headers(decoder_sweep):

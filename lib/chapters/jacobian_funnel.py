@@ -36,6 +36,7 @@ import pandas as pd
 
 from lib.linalg.spectra import TAU_COMPLEX, as_float64
 from lib.parallel import map_matrices
+from lib.stats import Interval, TrendTest, bootstrap_weights, interval, resampled_means, trend_test
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel
@@ -45,16 +46,13 @@ __all__ = [
     "CONTROLS",
     "DEPTH_METRICS",
     "FunnelEvidence",
-    "Interval",
     "METRIC_LABELS",
     "PAPER_MODELS",
     "PRODUCTS",
-    "TrendTest",
     "block_erank_frame",
     "block_erank_table",
     "bootstrap_run",
     "bootstrap_twins",
-    "bootstrap_weights",
     "claim_measurements",
     "claim_verdicts",
     "combine_verdicts",
@@ -69,15 +67,12 @@ __all__ = [
     "funnel_verdict",
     "input_norms",
     "input_rescaling",
-    "interval",
     "learned_verdict",
     "metric_frame",
-    "ols_slope",
     "operator_sign_verdict",
     "paper_model_work",
     "per_prompt_final_erank",
     "power_qualified",
-    "resampled_means",
     "rescaling_scales",
     "rescaling_table",
     "sign_pattern_verdict",
@@ -87,39 +82,12 @@ __all__ = [
     "sub_block_table",
     "trend_frame",
     "trend_table",
-    "trend_test",
     "trend_verdict",
     "trend_verdicts",
     "twin_control_funnels",
     "verdict_counts",
     "verdict_frame",
 ]
-
-
-def bootstrap_weights(n: int, n_boot: int, seed: int = 0) -> np.ndarray:
-    """``(n_boot, n)`` prompt-bootstrap weights: multinomial counts of ``n`` draws with replacement, / ``n``.
-
-    Each row sums to 1, so ``weights @ stack`` is the mean over one resample.
-    """
-    if n < 1 or n_boot < 1:
-        raise ValueError(f"need n ≥ 1 and n_boot ≥ 1, got n={n}, n_boot={n_boot}")
-    rng = np.random.default_rng(seed)
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(np.float64) / n
-
-
-def resampled_means(per_prompt, weights: np.ndarray) -> np.ndarray:
-    """Means over bootstrap resamples: ``per_prompt`` ``(..., P, d, d)``, ``weights`` ``(B, P)`` → ``(B, ..., d, d)``.
-
-    ``per_prompt`` may be float32 (as :class:`lib.jacobians.sweep.JacobianSet` keeps it); the result is float64.
-    """
-    S = np.asarray(per_prompt)
-    W = np.asarray(weights, dtype=np.float64)
-    if S.shape[-3] != W.shape[1]:
-        raise ValueError(f"{S.shape[-3]} prompts in the stack, {W.shape[1]} weights per resample")
-    lead, (P, d, e) = S.shape[:-3], S.shape[-3:]
-    flat = S.reshape(-1, P, d * e)  # (M, P, d²)
-    out = np.einsum("bp,mpk->bmk", W, flat.astype(np.float64, copy=False), optimize=True)
-    return out.reshape((W.shape[0], *lead, d, e))
 
 
 def _erank_sv(s: np.ndarray) -> np.ndarray:
@@ -183,67 +151,6 @@ def funnel_eranks(Js) -> np.ndarray:
         P = P / nrm
         out.append(_erank_sv(np.linalg.svd(P, compute_uv=False)))
     return np.stack(out, axis=-1)
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A point estimate with a percentile bootstrap interval at ``level``."""
-
-    point: float
-    lo: float
-    hi: float
-    level: float = 0.95
-
-    def fmt(self, spec: str = ".2f") -> str:
-        """``"0.81 [0.78, 0.84]"``."""
-        return f"{self.point:{spec}} [{self.lo:{spec}}, {self.hi:{spec}}]"
-
-
-def interval(point: float, boot, level: float = 0.95) -> Interval:
-    """Percentile interval of the bootstrap replicates ``boot`` ``(B,)`` around ``point``."""
-    b = np.asarray(boot, dtype=np.float64)
-    a = (1 - level) / 2
-    lo, hi = np.quantile(b, [a, 1 - a])
-    return Interval(float(point), float(lo), float(hi), level)
-
-
-def ols_slope(x, Y) -> np.ndarray:
-    """Least-squares slope of ``Y`` ``(..., n)`` against ``x`` ``(n,)`` along the last axis."""
-    x = np.asarray(x, dtype=np.float64)
-    xc = x - x.mean()
-    Y = np.asarray(Y, dtype=np.float64)
-    return (Y - Y.mean(-1, keepdims=True)) @ xc / np.sum(xc * xc)
-
-
-@dataclass(frozen=True)
-class TrendTest:
-    """OLS slope of a per-layer metric against relative depth, with a prompt-bootstrap interval.
-
-    ``direction`` is ``"falls"`` (interval below 0), ``"rises"`` (above 0) or ``"flat"`` (contains 0).
-    """
-
-    slope: Interval
-
-    @property
-    def direction(self) -> str:
-        if self.slope.hi < 0:
-            return "falls"
-        if self.slope.lo > 0:
-            return "rises"
-        return "flat"
-
-    def fmt(self, spec: str = "+.3f") -> str:
-        s = self.slope
-        return f"slope {s.point:{spec}} [{s.lo:{spec}}, {s.hi:{spec}}]"
-
-
-def trend_test(depth, point, boot, level: float = 0.95) -> TrendTest:
-    """Trend of a metric against depth: ``point`` ``(L,)`` from all prompts, ``boot`` ``(B, L)`` replicates.
-
-    The interval is the percentile interval of the replicates' OLS slopes (prompts resampled, layers
-    kept: the replicates carry the correlation between layers that share prompts).
-    """
-    return TrendTest(interval(float(ols_slope(depth, point)), ols_slope(depth, boot), level))
 
 
 def trend_verdict(trained: TrendTest, twins: Sequence[TrendTest], expected: str = "falls") -> str:

@@ -36,12 +36,13 @@ import torch
 
 from lib.linalg import spectra
 from lib.methods import steering
+from lib.stats import bootstrap_pooled
 from lib.theory import dynamics
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
-__all__ = ["ALPHAS", "Lab", "bootstrap_pooled", "check_edit", "concept_texts", "first_alpha", "fluency", "layer_control",
+__all__ = ["ALPHAS", "Lab", "check_edit", "concept_texts", "first_alpha", "fluency", "layer_control",
            "matched_success", "ppl_text", "real_model_sweep", "sign_variant", "sweep", "target_ranks", "text_losses", "tradeoff",
            "uniform_attention_control", "v_anatomy", "v_control", "value_at"]
 
@@ -261,29 +262,6 @@ def sweep(lab: Lab, directions: Sequence[steering.Direction], alphas: Sequence[f
             texts.append({**key, "text": r["text"]})
     return {"summary": pd.DataFrame(rows), "curves": pd.concat(curves, ignore_index=True),
             "eigvals": pd.concat(eigs, ignore_index=True), "text": pd.DataFrame(texts)}
-
-
-def bootstrap_pooled(sums: Any, counts: Any = None, *, n_boot: int = 2000, level: float = 0.95,
-                     seed: int = 0, transform: Any = None) -> tuple[float, float]:
-    """Percentile bootstrap interval over prompts of a pooled mean ``Σ sums / Σ counts``.
-
-    Args:
-        sums: per-prompt sums ``(P,)`` (e.g. the summed alignment of a prompt's tokens, or 1/0 hits).
-        counts: per-prompt counts ``(P,)`` (tokens); ``None`` means one per prompt (a plain mean).
-        transform: applied to each resampled pooled mean (``np.exp`` for a perplexity from losses).
-
-    Returns:
-        ``(lo, hi)``; vectorised: one ``(n_boot, P)`` index draw from ``default_rng(seed)``.
-    """
-    x = np.asarray(sums, dtype=np.float64)
-    n = np.ones_like(x) if counts is None else np.asarray(counts, dtype=np.float64)
-    idx = np.random.default_rng(seed).integers(0, x.size, size=(n_boot, x.size))
-    stat = x[idx].sum(1) / n[idx].sum(1)
-    if transform is not None:
-        stat = transform(stat)
-    q = (1 - level) / 2
-    lo, hi = np.quantile(stat, [q, 1 - q])
-    return float(lo), float(hi)
 
 
 @torch.no_grad()

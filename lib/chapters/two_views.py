@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib.chapters.jacobian_funnel import bootstrap_weights, power_qualified
+from lib import stats
+from lib.chapters.jacobian_funnel import power_qualified
 from lib.jacobians import in_context as jcx
 from lib.jacobians import sweep as jac
 from lib.linalg import nonnormal as nn
@@ -35,9 +36,9 @@ from lib.linalg.cumulative import erank_from_singular_values
 from lib.methods import alignment as als
 from lib.methods import bridge as br
 from lib.methods import steering
-from lib.methods.topology import benjamini_hochberg
 from lib.page.tables import interval_text, value_range
 from lib.parallel import map_matrices
+from lib.stats import benjamini_hochberg, bootstrap_weights
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel, Twins
@@ -155,7 +156,7 @@ def _gamma_table(ts: als.TokenStates, bases: dict[str, tuple[np.ndarray, np.ndar
         g0, r0 = als.null_draws(ts, B, m=m_null, seed=seed)  # random subspaces of each layer's own k
         res = res.assign(view=view, k=k, chance=als.chance_levels(ts.d, k),
                          gamma_null_hi=np.quantile(g0, 0.95, axis=1), rho_null_hi=np.quantile(r0, 0.95, axis=1),
-                         p_gamma=als.empirical_p(res.gamma.to_numpy(), g0), p_rho=als.empirical_p(res.rho.to_numpy(), r0))
+                         p_gamma=stats.empirical_p(res.gamma.to_numpy(), g0), p_rho=stats.empirical_p(res.rho.to_numpy(), r0))
         res["q_gamma"] = benjamini_hochberg(res.p_gamma.to_numpy())
         res["q_rho"] = benjamini_hochberg(res.p_rho.to_numpy())
         frames.append(res)
@@ -164,7 +165,7 @@ def _gamma_table(ts: als.TokenStates, bases: dict[str, tuple[np.ndarray, np.ndar
 
 def share_weights(n: int, n_boot: int, seed: int = 0) -> np.ndarray:
     """``(n_boot + 1, n)`` weights for :func:`lib.methods.bridge.resampled_shares`: row 0 the mean (``1/n``), then
-    ``n_boot`` prompt-bootstrap resamples (:func:`lib.chapters.jacobian_funnel.bootstrap_weights`)."""
+    ``n_boot`` prompt-bootstrap resamples (:func:`lib.stats.bootstrap_weights`)."""
     return np.vstack([np.full(n, 1.0 / n), bootstrap_weights(n, n_boot, seed)])
 
 
@@ -445,7 +446,7 @@ def steering_views_at(model: Any, u: Any, alphas: Sequence[float], X_last: Any, 
 
     ``J_write``, ``share`` and ``tokens`` are means over prompts (or a function of them), so each gets a
     prompt-bootstrap percentile interval at ``level`` (columns ``<name>_lo``, ``<name>_hi``; ``n_boot``
-    resamples of the ``P`` prompts, :func:`lib.chapters.jacobian_funnel.bootstrap_weights`, the same for every
+    resamples of the ``P`` prompts, :func:`lib.stats.bootstrap_weights`, the same for every
     ``alpha`` and for every model with the same ``P`` and ``seed``). ``spectral`` does not depend on the
     prompts; ``J_sv`` (a decomposition of a mean per resample) is a point value.
     """

@@ -45,6 +45,7 @@ from scipy.special import gammaln
 from lib.linalg import spectra
 from lib.linalg.power import distance_to_subspace
 from lib.parallel import map_matrices
+from lib.stats import benjamini_hochberg, bootstrap_draws, bootstrap_ratio, empirical_p, equivalence_test
 
 __all__ = [
     "EigenBases",
@@ -53,23 +54,18 @@ __all__ = [
     "TokenStates",
     "baseline_subspace",
     "basis_dims",
-    "bootstrap_ratio",
     "chance_levels",
     "CrossLayerMaps",
-    "Equivalence",
     "ForeignDirectionTest",
     "OwnDirectionTest",
-    "bootstrap_draws",
     "cross_layer",
     "cross_layer_maps",
     "diagonal_wins",
-    "equivalence_test",
     "foreign_direction_test",
     "null_draws_with_tilt",
     "own_direction_test",
     "eigen_bases",
     "fitted_rate_interval",
-    "empirical_p",
     "fixed_direction_profile",
     "gamma_rho",
     "gamma_rho_table",
@@ -338,56 +334,6 @@ def _prompt_sums(values: np.ndarray, prompt: np.ndarray, n_prompts: int) -> np.n
     return values @ onehot
 
 
-def bootstrap_draws(
-    sums: np.ndarray, counts: np.ndarray, *, n_boot: int = 1000, seed: int = 0
-) -> np.ndarray:
-    """Token-weighted means ``Σ_p w_p sums_p / Σ_p w_p counts_p`` of ``n_boot`` resamples of the prompts.
-
-    ``w_p`` is the multiplicity of prompt ``p`` in a resample drawn with replacement
-    (``numpy.random.default_rng(seed)``); :func:`bootstrap_ratio` takes its quantiles from the same draws.
-
-    Args:
-        sums: ``(..., P)`` per-prompt sums of the per-token quantity.
-        counts: ``(P,)`` tokens per prompt.
-
-    Returns:
-        ``(..., n_boot)`` float64 (NaN for a resample with no token).
-    """
-    sums, counts = np.asarray(sums, dtype=np.float64), np.asarray(counts, dtype=np.float64)
-    P = counts.size
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, P, size=(n_boot, P))
-    weights = np.zeros((n_boot, P))
-    np.add.at(weights, (np.arange(n_boot)[:, None], draws), 1.0)  # multiplicity of each prompt
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (sums @ weights.T) / (weights @ counts)
-
-
-def bootstrap_ratio(
-    sums: np.ndarray, counts: np.ndarray, *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Token-weighted mean ``Σ_p sums_p / Σ_p counts_p`` and its percentile bootstrap interval over prompts.
-
-    Args:
-        sums: ``(..., P)`` per-prompt sums of the per-token quantity.
-        counts: ``(P,)`` tokens per prompt.
-        n_boot: bootstrap resamples (prompts drawn with replacement, :func:`bootstrap_draws`).
-        ci: coverage of the interval.
-        seed: seed of ``numpy.random.default_rng``.
-
-    Returns:
-        ``(estimate, lo, hi)``, each of shape ``sums.shape[:-1]``.
-    """
-    sums, counts = np.asarray(sums, dtype=np.float64), np.asarray(counts, dtype=np.float64)
-    est = sums.sum(-1) / counts.sum()
-    if n_boot <= 0:
-        return est, np.full_like(est, np.nan), np.full_like(est, np.nan)
-    boot = bootstrap_draws(sums, counts, n_boot=n_boot, seed=seed)
-    q = (1 - ci) / 2
-    lo, hi = np.nanquantile(boot, [q, 1 - q], axis=-1)
-    return est, lo, hi
-
-
 def gamma_rho(
     ts: TokenStates,
     bases: np.ndarray | EigenBases,
@@ -482,14 +428,6 @@ def null_draws_with_tilt(
     return gam, rho, tilt
 
 
-def empirical_p(observed: np.ndarray, draws: np.ndarray) -> np.ndarray:
-    """One-sided empirical p-value of each ``observed[t]`` among ``draws[t]`` (``(T,)`` and ``(T, m)``):
-    ``(1 + #{draws ≥ observed}) / (m + 1)``, never 0 (the observed value counts as one draw)."""
-    draws = np.asarray(draws, dtype=np.float64)
-    ge = (draws >= np.asarray(observed, dtype=np.float64)[:, None]).sum(axis=1)
-    return (1.0 + ge) / (draws.shape[1] + 1.0)
-
-
 def random_null(
     ts: TokenStates, bases: np.ndarray | EigenBases, *, m: int = 1000, seed: int = 0, ci: float = 0.95
 ) -> pd.DataFrame:
@@ -498,7 +436,7 @@ def random_null(
     The null keeps the real states (so it absorbs their anisotropy) and replaces each layer's basis by
     uniformly random subspaces of the *same* dimension ``k_t`` (:func:`null_draws`). p-values are
     :func:`empirical_p`; ``q_*`` are Benjamini–Hochberg adjusted across the ``T`` layers
-    (:func:`lib.methods.topology.benjamini_hochberg`), so ``q < 0.05`` is "beats the null at FDR 5%".
+    (:func:`lib.stats.benjamini_hochberg`), so ``q < 0.05`` is "beats the null at FDR 5%".
 
     Returns:
         One row per layer: ``layer``, ``k``, ``chance`` (``c_{d,k}``), ``draws`` (``m``); the null's
@@ -509,7 +447,6 @@ def random_null(
         one-sided too (a tilt *toward* the basis); its null is the change of a random subspace's alignment
         across the same layer (:func:`null_draws_with_tilt`).
     """
-    from lib.methods.topology import benjamini_hochberg
 
     obs = gamma_rho(ts, bases, n_boot=0)
     gam, rho, tilt = null_draws_with_tilt(ts, bases, m=m, seed=seed)
@@ -681,55 +618,6 @@ def foreign_direction_test(observed: np.ndarray, foreign: np.ndarray, *, n_draw:
     means = f[np.arange(T), idx].mean(axis=1)
     p = (1 + int((means >= obs.mean()).sum())) / (n_draw + 1)
     return ForeignDirectionTest(obs, f.min(axis=1), f.max(axis=1), empirical_p(obs, f), float(p), S, n_draw)
-
-
-class Equivalence(NamedTuple):
-    """:func:`equivalence_test`: two one-sided tests (TOST) of ``|difference| < margin``.
-
-    Attributes:
-        difference: the estimate minus the reference. lo, hi: its ``1 − 2α`` bootstrap interval.
-        margin: the equivalence margin δ. p: the TOST p-value, the larger of the two one-sided p-values;
-            ``p < α`` means "equivalent within ±δ". alpha: the level.
-    """
-
-    difference: float
-    lo: float
-    hi: float
-    margin: float
-    p: float
-    alpha: float
-
-    @property
-    def equivalent(self) -> bool:
-        """Whether both one-sided tests reject, i.e. the ``1 − 2α`` interval lies inside ``(−δ, δ)``."""
-        return self.p < self.alpha
-
-
-def equivalence_test(estimate: float, boot: np.ndarray, reference: float, margin: float, *,
-                     alpha: float = 0.05) -> Equivalence:
-    """TOST [ours]: is ``estimate − reference`` within ``±margin``, judged by the bootstrap draws ``boot`` of the estimate?
-
-    The one-sided p-values are the bootstrap shares of draws at or beyond each bound,
-    ``p₋ = (1 + #{boot − reference ≤ −δ})/(n + 1)`` and ``p₊ = (1 + #{boot − reference ≥ δ})/(n + 1)``; the TOST p is
-    ``max(p₋, p₊)``, and ``p < α`` exactly when the percentile ``1 − 2α`` interval lies inside ``(−δ, δ)`` (up to
-    the ``1/(n + 1)`` granularity). A difference too uncertain for its margin stays "not equivalent": absence
-    of evidence is not evidence of absence.
-
-    Raises:
-        ValueError: ``margin <= 0`` or no finite bootstrap draw.
-    """
-    if not margin > 0:
-        raise ValueError(f"the equivalence margin must be positive, got {margin}")
-    b = np.asarray(boot, dtype=np.float64)
-    b = b[np.isfinite(b)] - reference
-    if b.size == 0:
-        raise ValueError("no finite bootstrap draw")
-    n = b.size
-    p_lo = (1 + int((b <= -margin).sum())) / (n + 1)
-    p_hi = (1 + int((b >= margin).sum())) / (n + 1)
-    lo, hi = np.quantile(b, [alpha, 1 - alpha])
-    return Equivalence(float(estimate - reference), float(lo), float(hi), float(margin), float(max(p_lo, p_hi)),
-                       alpha)
 
 
 def fixed_direction_profile(

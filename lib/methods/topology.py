@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from lib.linalg.spectra import as_float64
+from lib.stats import benjamini_hochberg
 
 if TYPE_CHECKING:
     from lib.jacobians.sweep import JacobianSet
@@ -39,7 +40,6 @@ __all__ = [
     "CouplingResult",
     "LayerTopology",
     "Partition",
-    "benjamini_hochberg",
     "community_gain",
     "correlation_graph",
     "coupling",
@@ -275,24 +275,6 @@ def coupling(P, log_gain, *, W=None, membership=None, n_perm: int = 1000, seed: 
             null_b[s : s + len(perms)] = _pearson_rows(rg, _ranks(Pn))
         p_b = float((1 + np.sum(np.abs(null_b) >= abs(r) - 1e-12)) / (1 + n_perm))
     return CouplingResult(r_s=r, p_gain=float(p_a), p_relabel=p_b, n_perm=n_perm)
-
-
-def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
-    """Benjamini–Hochberg adjusted p-values (NaNs stay NaN)."""
-    p = np.asarray(p, dtype=np.float64)
-    out = np.full_like(p, np.nan)
-    ok = np.flatnonzero(~np.isnan(p))
-    if len(ok) == 0:
-        return out
-    q = p[ok]
-    order = np.argsort(q)
-    m = len(q)
-    adj = q[order] * m / np.arange(1, m + 1)
-    adj = np.minimum.accumulate(adj[::-1])[::-1]
-    res = np.empty(m)
-    res[order] = np.minimum(adj, 1.0)
-    out[ok] = res
-    return out
 
 
 @dataclass
