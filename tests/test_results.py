@@ -50,10 +50,10 @@ def test_verdict_if_checks_its_vocabulary():
 def test_claims_table_has_one_row_per_claim_pasting_from_its_chapter():
     for source in ("li2026power", "fernando2026residual", "ours"):
         lines = claims_markdown(source)
-        claims = [c for c in claims.CLAIMS if c.source == source]
-        assert sum(line.startswith("* - ") for line in lines) == len(claims) + 1  # + header row
+        rows = [c for c in claims.CLAIMS if c.source == source]
+        assert sum(line.startswith("* - ") for line in lines) == len(rows) + 1  # + header row
         text = "\n".join(lines)
-        for c in claims:
+        for c in rows:
             for field in ("models", "measured", "verdict"):
                 # the ':s' format spec is needed: without it myst-nb's text role cuts 'doc::key' at its last colon
                 assert f"{{glue:text}}`{c.chapter}.md::{c.key(field)}:s`" in text
