@@ -22,7 +22,7 @@ def _error_output(cell):
 
 
 def test_reader_error_is_one_clear_message():
-    nb = _run(["from lib.page.setup import book_setup; book_setup()", "lib.load_model('no-such-org/no-such-model')", "import numpy as np; lib.linalg.spectra.eigvals(np.ones((2, 3)))"])
+    nb = _run(["import lib; from lib.page.setup import book_setup; book_setup()", "lib.load_model('no-such-org/no-such-model')", "import numpy as np; from lib.linalg import spectra; spectra.eigvals(np.ones((2, 3)))"])
     for cell, name, words in [(nb.cells[1], "ModelNotAvailableError", "minilm"), (nb.cells[2], "InputError", "square")]:
         err = _error_output(cell)
         assert err.ename == name
@@ -32,7 +32,7 @@ def test_reader_error_is_one_clear_message():
 
 def test_argument_checks_inside_lib_are_short_but_user_bugs_are_not():
     nb = _run([
-        "from lib.page.setup import book_setup; book_setup()",
+        "import lib; from lib.page.setup import book_setup; book_setup()",
         "from lib.linalg.power import steps_needed\nsteps_needed(1.5)",
         "def mine(x):\n    raise ValueError('my own bug')\nmine(1)",
     ])
@@ -43,11 +43,11 @@ def test_argument_checks_inside_lib_are_short_but_user_bugs_are_not():
 
 
 def test_other_errors_keep_the_full_traceback():
-    nb = _run(["from lib.page.setup import book_setup; book_setup()", "def f():\n    return 1 / 0\nf()"])
+    nb = _run(["import lib; from lib.page.setup import book_setup; book_setup()", "def f():\n    return 1 / 0\nf()"])
     err = _error_output(nb.cells[1])
     assert err.ename == "ZeroDivisionError" and len(err.traceback) > 2
 
 
 def test_the_cell_still_fails_the_run():
     with pytest.raises(CellExecutionError):
-        _run(["from lib.page.setup import book_setup; book_setup()", "lib.load_model('')"], allow_errors=False)
+        _run(["import lib; from lib.page.setup import book_setup; book_setup()", "lib.load_model('')"], allow_errors=False)

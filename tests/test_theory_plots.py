@@ -15,7 +15,7 @@ import pytest
 from test_book_charts import _nodes
 
 from lib.linalg import power, spectra
-from lib.page import explorer
+from lib.page import explorer, plotting, shared_weights
 from lib.page import power_method as tp
 from lib.page.plotting import NULL_COLOR, OTHER_COLORS, TRAINED_COLOR
 from lib.page.tables import p_text
@@ -53,7 +53,7 @@ def toy_runs():
 
 def test_convergence_chart_leaves_out_rounding_and_uses_other_colours(toy_runs):
     conv = toy_runs[0]
-    spec = _check(tp.convergence_chart(conv, model=tp.toy_label(16, 0)))
+    spec = _check(tp.convergence_chart(conv, model=plotting.toy_label(16, 0)))
     data = [r for rows in spec["datasets"].values() for r in rows]
     assert min(r["error"] for r in data) > 1e-15  # not drawn at a floor: left out
     (scale,) = _scales(spec, "gap_ratio")
@@ -62,21 +62,21 @@ def test_convergence_chart_leaves_out_rounding_and_uses_other_colours(toy_runs):
 
 def test_line_chart_colours_facets_and_log_axis():
     df = pd.DataFrame({"t": [0, 1, 0, 1], "v": [1.0, 0.1, 1.0, 0.01], "s": ["a", "a", "b", "b"], "p": "x"})
-    spec = _check(tp.line_chart(df, x="t", y="v", color="s", column="p", log_y=True, model="toy", title="A title"))
+    spec = _check(plotting.line_chart(df, x="t", y="v", color="s", column="p", log_y=True, model="toy", title="A title"))
     assert _scales(spec, "s")[0]["range"] == list(OTHER_COLORS[:2])
     assert any(d.get("format") == ".0e" for d in _nodes(spec))
-    assert tp.line_chart(df, x="t", y="v", model="toy", title="T", y_title="").to_dict()["encoding"]["y"]["title"] == ""
+    assert plotting.line_chart(df, x="t", y="v", model="toy", title="T", y_title="").to_dict()["encoding"]["y"]["title"] == ""
 
 
 def test_rate_chart_has_the_prediction_in_its_legend(toy_runs):
-    spec = _check(tp.rate_chart(toy_runs[1], model="toy"))
+    spec = _check(shared_weights.rate_chart(toy_runs[1], model="toy"))
     (scale, *_) = _scales(spec, "series")
     assert scale["domain"][1].startswith("prediction") and scale["range"] == [OTHER_COLORS[0], "black"]
 
 
 def test_bipartite_threshold_chart_holds_every_point_and_names_the_threshold(toy_runs):
     bip = toy_runs[2]
-    spec = _check(tp.bipartite_threshold_chart(bip, 0.5 * np.log(2), model="toy"))
+    spec = _check(shared_weights.bipartite_threshold_chart(bip, 0.5 * np.log(2), model="toy"))
     (scale, *_) = _scales(spec, "series")
     assert "threshold c* = ½ log(n₊/n₋) = 0.347" in scale["domain"]
     (y,) = [s["domain"] for s in _scales(spec, "largest token change ‖Δxᵢ‖")]
@@ -84,17 +84,17 @@ def test_bipartite_threshold_chart_holds_every_point_and_names_the_threshold(toy
     assert y[0] <= change.min() and change.max() * 3 <= y[1]  # the flipped group (2r) is off the top edge
     assert "e²ᶜ" in spec["title"]["text"]
     with pytest.raises(ValueError, match="cannot be drawn on the log scale"):
-        tp.bipartite_threshold_chart(bip.assign(**{"largest token change ‖Δxᵢ‖": 0.0}), 0.3, model="toy")
+        shared_weights.bipartite_threshold_chart(bip.assign(**{"largest token change ‖Δxᵢ‖": 0.0}), 0.3, model="toy")
 
 
 def test_survival_chart(toy_runs):
-    spec = _check(tp.survival_chart(toy_runs[3], model="toy"))
+    spec = _check(shared_weights.survival_chart(toy_runs[3], model="toy"))
     assert _scales(spec, "Q, K")[0]["domain"] == ["aligned", "random"]
 
 
 def test_plane_orbit_chart():
     coords = np.random.default_rng(0).uniform(-1, 1, (5, 4, 2))
-    spec = _check(tp.plane_orbit_chart(coords, model="toy", title="Tokens orbit in the plane"))
+    spec = _check(shared_weights.plane_orbit_chart(coords, model="toy", title="Tokens orbit in the plane"))
     assert len({r["token"] for rows in spec["datasets"].values() for r in rows}) == 3
 
 

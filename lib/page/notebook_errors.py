@@ -16,7 +16,7 @@ from typing import Any
 
 from lib.errors import SpectralBookError
 
-_LIB_DIR = Path(__file__).resolve().parent
+_LIB_DIR = Path(__file__).resolve().parents[1]  # lib/, this module stands in lib/page/
 _CHECKED = (ValueError, TypeError, IndexError, KeyError)
 
 __all__ = ["install", "short_traceback"]

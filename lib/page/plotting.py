@@ -18,9 +18,33 @@ import pandas as pd
 
 from lib.config import in_book_build
 
-__all__ = ["BOOK_THEME", "EIGEN_COLORS", "NULL_COLOR", "OFFLINE_RENDERER", "OTHER_COLORS", "RANDOM_COLORS", "SUBTITLE_CHARS",
-           "TRAINED_COLOR", "configure_renderer", "eigenvalue_chart", "model_color", "model_kind", "model_palette",
-           "side_by_side", "titled", "unit_circle", "vega_bundle_script"]
+__all__ = [
+    "BOOK_THEME",
+    "BOTTOM_LEGEND",
+    "EIGEN_COLORS",
+    "NULL_COLOR",
+    "OFFLINE_RENDERER",
+    "OTHER_COLORS",
+    "RANDOM_COLORS",
+    "SUBTITLE_CHARS",
+    "TRAINED_COLOR",
+    "configure_renderer",
+    "eigenvalue_chart",
+    "line_chart",
+    "model_color",
+    "model_kind",
+    "model_palette",
+    "other_colors",
+    "series_color",
+    "side_by_side",
+    "titled",
+    "toy_label",
+    "unit_circle",
+    "vega_bundle_script",
+]
+
+BOTTOM_LEGEND = alt.Legend(orient="bottom")
+"""A legend under the chart (the book's charts keep the column's width for the plot)."""
 
 OFFLINE_RENDERER = "spectral-offline"
 
@@ -280,3 +304,53 @@ def eigenvalue_chart(
     if not normalize:  # radii can differ by orders of magnitude: each panel gets its own axes
         chart = chart.resolve_scale(x="independent", y="independent")
     return titled(chart, title, model)
+
+
+def toy_label(d: int, seed: int | str = 0, extra: str = "") -> str:
+    """The subtitle label of a toy figure, e.g. ``"toy matrix, d=48, seed 0"``; ``seed`` may name
+    several (``"0-2"`` gives ``"seeds 0-2"``)."""
+    seeds = f"seeds {seed}" if isinstance(seed, str) else f"seed {seed}"
+    return f"toy matrix, d={d}, {seeds}" + (f", {extra}" if extra else "")
+
+
+def other_colors(field: str, values: Sequence[object], *, title: str | None = None,
+                 legend: alt.Legend | None = BOTTOM_LEGEND) -> alt.Color:
+    """A nominal colour encoding of ``field`` over ``values`` (legend order) in the book's colours for
+    series that are not models (:data:`~lib.page.plotting.OTHER_COLORS`, repeated beyond five)."""
+    domain = [str(v) for v in dict.fromkeys(values)]
+    colours = [OTHER_COLORS[i % len(OTHER_COLORS)] for i in range(len(domain))]
+    return alt.Color(f"{field}:N", title=title, scale=alt.Scale(domain=domain, range=colours), legend=legend)
+
+
+def line_chart(
+    df: pd.DataFrame, *, x: str, y: str, color: str | None = None, model: str, title: str,
+    x_title: str | None = None, y_title: str | None = None, log_y: bool = False, column: str | None = None,
+    detail: str | None = None, dash: str | None = None, width: int = 220, height: int = 180, columns: int = 2,
+    y_domain: tuple[float, float] | None = None, description: str | None = None,
+) -> alt.TopLevelMixin:
+    """Lines of ``y`` against ``x``, optionally coloured (:func:`other_colors`), dashed, split per ``detail``
+    and faceted by ``column`` (wrapped after ``columns`` panels). Legends go below the plot, so figures fit
+    a book column."""
+    scale = alt.Scale(type="log") if log_y else (alt.Scale(domain=list(y_domain)) if y_domain else alt.Undefined)
+    enc = dict(
+        x=alt.X(f"{x}:Q", title=x_title or x),
+        y=alt.Y(f"{y}:Q", title=y_title if y_title is not None else y, scale=scale,
+                axis=alt.Axis(format=".0e") if log_y else alt.Undefined),
+        tooltip=[c for c in (x, y, color, detail, dash) if c],
+    )
+    if color:
+        enc["color"] = other_colors(color, df[color], title=color)
+    if detail:
+        enc["detail"] = alt.Detail(f"{detail}:N")
+    if dash:
+        enc["strokeDash"] = alt.StrokeDash(f"{dash}:N", title=dash, legend=BOTTOM_LEGEND)
+    chart = alt.Chart(df).mark_line().encode(**enc).properties(width=width, height=height)
+    if column:
+        chart = chart.facet(facet=alt.Facet(f"{column}:N", title=None, sort=list(dict.fromkeys(df[column]))),
+                            columns=columns)
+    return titled(chart, title, model, description)
+
+
+def series_color(labels: Sequence[str], colours: Sequence[str], title: str | None = None) -> alt.Color:
+    return alt.Color("series:N", title=title, scale=alt.Scale(domain=list(labels), range=list(colours)),
+                     legend=alt.Legend(orient="bottom", direction="vertical"))

@@ -289,7 +289,7 @@ def simulate(
         tokens end on ``±v₁(F)`` (MiniLM's first layer shared by 200 steps; its ``λ₁`` is real):
 
         >>> import lib, torch
-        >>> from lib import spectra
+        >>> from lib.linalg import spectra
         >>> att = lib.load_model("minilm").layer(0).attention
         >>> x0 = torch.randn(5, 384, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
         >>> X = simulate(att, x0, steps=200, attention="uniform")
