@@ -47,10 +47,10 @@ __all__ = ["ANGLE_DRAWS", "ANGLE_TARGETS", "CONTEXT_PATHS", "Findings", "GAMMA_V
            "RATE_EFFECTS", "RATE_PREDICTED", "RATE_PROPERTIES", "RATE_STRONG", "SHARE_MOST", "SHARE_PROTOCOLS",
            "STEERING_QUANTITIES", "TwinViews", "analyse", "analyse_twins", "angle_findings", "angle_summary",
            "autodiff_check", "combined_verdict", "context_decomposition", "context_findings", "context_jacobians",
-           "context_table", "context_twins", "float64", "gamma_findings", "gamma_summary", "in_context_stack",
+           "context_table", "context_twins", "design_label", "float64", "gamma_findings", "gamma_summary", "in_context_stack",
            "perturbation_errors", "perturbation_twins", "rate_findings", "rate_power", "rate_tests", "readable",
            "share_both", "share_findings", "share_table", "share_verdict", "share_weights", "steering_findings",
-           "steering_long", "steering_twins", "steering_views", "steering_views_at"]
+           "steering_long", "steering_twins", "steering_views", "steering_views_at", "twin_label"]
 
 ANGLE_TARGETS: tuple[str, ...] = ("eigenvectors of J̄", "left singular vectors", "right singular vectors",
                                   "funnel image")
@@ -621,7 +621,7 @@ class Findings:
         return self.claim
 
 
-def _twin_label(df: pd.DataFrame) -> str:
+def twin_label(df: pd.DataFrame) -> str:
     """``"random init (3 seeds)"``: the pooled twins of a table with ``random`` and ``series`` columns."""
     return f"random init ({df[df.random].series.nunique()} seeds)"
 
@@ -727,7 +727,7 @@ def angle_summary(angles: pd.DataFrame) -> pd.DataFrame:
          .agg(layers_aligned=("aligned", "sum"), n=("aligned", "size"), theta_min=("theta", "min"),
               theta_median=("theta", "median"), chance_5pct=("chance_lo", "median")))
     s["layers_aligned"] = s.layers_aligned.astype(int)
-    s = s.assign(series=np.where(s.random, _twin_label(angles), "trained")).drop(columns="random")
+    s = s.assign(series=np.where(s.random, twin_label(angles), "trained")).drop(columns="random")
     return s[["model", "target", "series", "layers_aligned", "n", "theta_min", "theta_median", "chance_5pct"]]
 
 
@@ -741,7 +741,7 @@ def angle_findings(angles: pd.DataFrame, models: str, k: int) -> Findings:
     trained share beats the twins' by more than 0.2, else not specific to training.
     """
     summary = angle_summary(angles)
-    twin = _twin_label(angles)
+    twin = twin_label(angles)
 
     def aligned(key: str, target: str, random: bool) -> tuple[int, int]:
         s = summary[(summary.model == key) & (summary.target == target)
@@ -812,7 +812,8 @@ RATE_STRONG = 0.8
 """The effect the test must see for an absence to count [ours: a strong rank correlation, ρ = 0.8]."""
 
 
-def _design_label(n: int, variants: int) -> str:
+def design_label(n: int, variants: int) -> str:
+    """``"6 layers × 3 variants"``: the ``design`` of a :func:`rate_power` row (``n`` layers per variant)."""
     return f"{n} layers × {variants} variant{'s' if variants > 1 else ''}"
 
 
@@ -833,7 +834,7 @@ def rate_power(rt: pd.DataFrame, layers: int, *, effects: Sequence[float] = RATE
         i = designs.index(dg)
         one = br.spearman_power(designs, effects, planted=[i], reps=reps, seed=seed + 1)[:, i]
         for e, pa, po in zip(effects, every[:, i], one):
-            rows.append({"effect": float(e), "design": _design_label(*dg), "n": dg[0], "variants": dg[1],
+            rows.append({"effect": float(e), "design": design_label(*dg), "n": dg[0], "variants": dg[1],
                          "power_all": float(pa), "power_one": float(po), "reps": reps})
     return pd.DataFrame(rows)
 
@@ -870,7 +871,7 @@ def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, mo
                     f"{best.hi:+.2f}, p = {best.p:.3f}, q = {best.q:.2f})"),
         "rt_dir": f"{int(sign.sum())} of {len(tr)}", "rt_p_perfect": f"{p_sorted[0]:.4f}",
         "rt_p_next": f"{p_sorted[1]:.3f}", "rt_bh_lone": f"{0.05 / len(rt):.4f}", "rt_strong": f"{RATE_STRONG:.1f}"}
-    tr_design, rd_design = _design_label(n_layers, 1), _design_label(n_layers, int(rd.variants.max()))
+    tr_design, rd_design = design_label(n_layers, 1), design_label(n_layers, int(rd.variants.max()))
     numbers["rt_reps"] = int(power.reps.iloc[0])
     for e, g in power.groupby("effect"):
         tag = f"{round(10 * e)}"
@@ -900,7 +901,7 @@ def gamma_summary(gam: pd.DataFrame) -> pd.DataFrame:
     """Section 6.4 per (model, trained or pooled twins, view): the range of γ_t over its chance level, the
     layers whose γ_t / ρ_t beat their null at FDR 5%, the range of ρ_t and the number of layers."""
     return (gam.assign(g_sig=gam.q_gamma < 0.05, r_sig=gam.q_rho < 0.05, ratio=gam.gamma / gam.chance,
-                       series=np.where(gam.random, _twin_label(gam), "trained"))
+                       series=np.where(gam.random, twin_label(gam), "trained"))
             .groupby(["model", "series", "view"], as_index=False)
             .agg(gamma_over_chance_min=("ratio", "min"), gamma_over_chance_max=("ratio", "max"),
                  gamma_above_null=("g_sig", "sum"), rho_min=("rho", "min"), rho_max=("rho", "max"),
@@ -917,7 +918,7 @@ def gamma_findings(gam: pd.DataFrame, d: Mapping[str, int], models: str) -> Find
     claim needs the J̄ view ahead by at least two layers, and ahead of the twins.
     """
     g4 = gamma_summary(gam)
-    twin = _twin_label(gam)
+    twin = twin_label(gam)
     numbers: dict[str, Any] = {}
     for key in d:
         for k in (1, 2):
@@ -1065,7 +1066,7 @@ def steering_twins(views: TwinViews, words: Mapping[str, str], alphas: Sequence[
         return v.tag(sv).assign(weights=series)
 
     steer = pd.concat(map_matrices(one, list(views.items())), ignore_index=True)
-    steer["series"] = np.where(steer.random, _twin_label(steer.assign(series=steer.weights)), "trained")
+    steer["series"] = np.where(steer.random, twin_label(steer.assign(series=steer.weights)), "trained")
     return steer
 
 
