@@ -29,6 +29,7 @@ import pandas as pd
 import torch
 
 from lib import stats
+from lib.chapters.jacobian_funnel import power_qualified
 from lib.jacobians import in_context as jcx
 from lib.jacobians import sweep as jac
 from lib.linalg import nonnormal as nn
@@ -45,12 +46,13 @@ if TYPE_CHECKING:
 
 __all__ = ["ANGLE_DRAWS", "ANGLE_TARGETS", "CONTEXT_PATHS", "GAMMA_VIEWS", "RATE_EFFECTS", "RATE_PREDICTED",
            "RATE_PROPERTIES", "RATE_STRONG", "SHARE_MOST", "SHARE_PROTOCOLS", "STEERING_QUANTITIES", "JView",
-           "ModelViews", "TwinViews", "analyse", "analyse_twins", "angle_summary", "autodiff_check",
-           "combined_verdict", "context_decomposition", "context_jacobians", "context_table", "context_twins",
-           "design_label", "float64", "gamma_summary", "in_context_stack", "perturbation_errors",
-           "perturbation_twins", "rate_power", "rate_tests", "share_both", "share_table", "share_verdict",
-           "share_weights", "steering_long", "steering_twins", "steering_views", "steering_views_at",
-           "twin_label"]
+           "ModelViews", "TwinViews", "analyse", "analyse_twins", "angle_summary", "angle_verdict",
+           "autodiff_check", "combined_verdict", "context_decomposition", "context_jacobians",
+           "context_table", "context_twins", "context_verdict", "design_label", "float64", "gamma_summary",
+           "gamma_verdict", "in_context_stack", "perturbation_errors", "perturbation_twins", "rate_power",
+           "rate_tests", "rate_verdict", "share_both", "share_table", "share_verdict", "share_weights",
+           "steering_long", "steering_saturating", "steering_twins", "steering_verdict", "steering_views",
+           "steering_views_at", "twin_label"]
 
 ANGLE_TARGETS: tuple[str, ...] = ("eigenvectors of J̄", "left singular vectors", "right singular vectors",
                                   "funnel image")
@@ -662,6 +664,15 @@ def angle_summary(angles: pd.DataFrame) -> pd.DataFrame:
     return s[["model", "target", "series", "layers_aligned", "n", "theta_min", "theta_median", "chance_5pct"]]
 
 
+def angle_verdict(frac_trained: float, frac_twins: float) -> str:
+    """Claim TV2's rule [ours] from the fractions of (layer, subspace) pairs where ``v₁(F_t)`` is closer than
+    chance at FDR 5% (:func:`angle_summary`), trained and pooled twins: "not reproduced" if under one half of
+    the trained pairs are, "reproduced" if the trained fraction beats the twins' by more than 0.2, else "not
+    specific to training"."""
+    return ("not reproduced" if frac_trained < 0.5 else "reproduced" if frac_trained > frac_twins + 0.2
+            else "not specific to training")
+
+
 RATE_PROPERTIES: tuple[tuple[str, str], ...] = (("radius_J", "ρ(J̄)"), ("delta_H", "δ_H"), ("erank", "erank(J̄)"))
 """The properties of ``J̄_t`` that section 6.3 tests against ``F_t``'s gap ratio (column, label)."""
 
@@ -725,6 +736,17 @@ def rate_power(rt: pd.DataFrame, layers: int, *, effects: Sequence[float] = RATE
     return pd.DataFrame(rows)
 
 
+def rate_verdict(n_significant: int, n_tests: int, power: pd.DataFrame, design: str) -> str:
+    """Claim TV3's rule: "reproduced" if all ``n_tests`` trained tests of :func:`rate_tests` are significant at
+    FDR 5%, "partly reproduced" if ``n_significant`` of them are; with none, "not reproduced" only if the
+    trained ``design``'s power at :data:`RATE_STRONG` (every test planted; ``power`` from :func:`rate_power`)
+    is at least 0.8, else "inconclusive (underpowered)" (:func:`lib.chapters.jacobian_funnel.power_qualified`)."""
+    strong = power[power.design == design]
+    verdict = ("not reproduced" if n_significant == 0 else "partly reproduced" if n_significant < n_tests
+               else "reproduced")
+    return power_qualified(verdict, strong.effect, strong.power_all, at_r=RATE_STRONG)
+
+
 GAMMA_VIEWS: tuple[str, str] = ("Fₜ: v₁", "J̄ₜ: v₁")
 """The two bases of section 6.4 (the ``view`` column of ``ModelViews.gamma``)."""
 
@@ -738,6 +760,16 @@ def gamma_summary(gam: pd.DataFrame) -> pd.DataFrame:
             .agg(gamma_over_chance_min=("ratio", "min"), gamma_over_chance_max=("ratio", "max"),
                  gamma_above_null=("g_sig", "sum"), rho_min=("rho", "min"), rho_max=("rho", "max"),
                  rho_above_null=("r_sig", "sum"), layers=("layer", "size")))
+
+
+def gamma_verdict(sig_F: int, sig_J: int, sig_J_twins: int, n_trained: int, n_twins: int) -> str:
+    """Claim TV4's rule [ours] from the layers whose γ_t or ρ_t beats the random-subspace null at FDR 5%:
+    "not reproduced" unless the J̄ view (``sig_J`` of the ``n_trained`` trained layers) is ahead of the F view
+    (``sig_F``) by at least two layers (of the twelve); then "not specific to training" if the twins' J̄ view
+    (``sig_J_twins`` of ``n_twins``) does as well in proportion, else "reproduced"."""
+    if not sig_J >= sig_F + 2:
+        return "not reproduced"
+    return "not specific to training" if sig_J_twins / n_twins >= sig_J / n_trained else "reproduced"
 
 
 def context_twins(views: TwinViews, n: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -772,6 +804,13 @@ def perturbation_twins(views: TwinViews, eps: Sequence[float], layer: int = 2) -
     return pd.concat(parts, ignore_index=True)
 
 
+def context_verdict(rel_diff: pd.Series) -> str:
+    """Claim TV5's rule [ours]: "reproduced" when the single-token Jacobian is close to the in-context one, the
+    median of ``rel_diff`` (:func:`context_table`, over every model and layer) under 0.2, else "not
+    reproduced"."""
+    return "reproduced" if bool(rel_diff.median() < 0.2) else "not reproduced"
+
+
 STEERING_QUANTITIES: dict[str, str] = {
     "spectral": "F view: |⟨v₁(F_L′), u⟩|", "J_sv": "J̄ view: |⟨s₁(Ū_L), u⟩|",
     "J_write": "J̄ view: a(W̄u, u), where the block writes u", "tokens": "tokens leaving block L: mean a(x, u)"}
@@ -798,3 +837,32 @@ def steering_twins(views: TwinViews, words: Mapping[str, str], alphas: Sequence[
     return steer
 
 
+def steering_saturating(steer: pd.DataFrame, alpha: float) -> tuple[list[str], list[str]]:
+    """The model keys of :func:`steering_twins` (in table order) whose tokens saturate at ``alpha``: the whole
+    prompt-bootstrap interval of ``tokens`` below 0.95, for the trained model and for every one of its twins."""
+    keys = list(pd.unique(steer.model))
+    top = steer[steer.alpha == alpha]
+    tr = top[~top.random]
+    trained = [key for key in keys if float(tr[tr.model == key].tokens_hi.iloc[0]) < 0.95]
+    twins = [key for key in keys if (top[top.random & (top.model == key)].tokens_hi < 0.95).all()]
+    return trained, twins
+
+
+def steering_verdict(steer: pd.DataFrame, alphas: Sequence[float]) -> str:
+    """Claim TV6's rule [ours] on :func:`steering_twins`: "not reproduced" if no trained model saturates at the
+    largest α (:func:`steering_saturating`); "reproduced" when, in every saturating model, a(W̄u, u) at α = 0
+    predicts the token level at the largest α (within 0.05) and the Jacobian view decouples there (the upper end
+    of a(W̄u, u)'s interval under half the lower end at α = 0, and |⟨s₁, u⟩| under half its maximum over α);
+    "partly reproduced" when it only decouples."""
+    tr = steer[~steer.random]
+    a_max = max(alphas)
+
+    def at(key: str, alpha: float, col: str) -> float:
+        return float(tr[(tr.model == key) & (tr.alpha == alpha)][col].iloc[0])
+
+    saturating, _ = steering_saturating(steer, a_max)
+    level_ok = all(abs(at(key, 0, "J_write") - at(key, a_max, "tokens")) < 0.05 for key in saturating)
+    decouples = all(at(key, a_max, "J_write_hi") < 0.5 * at(key, 0, "J_write_lo")
+                    and at(key, a_max, "J_sv") < 0.5 * tr[tr.model == key].J_sv.max() for key in saturating)
+    return ("not reproduced" if not saturating else "reproduced" if level_ok and decouples
+            else "partly reproduced" if decouples else "not reproduced")

@@ -24,17 +24,22 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from lib.chapters.jacobian_funnel import power_qualified
 from lib.chapters.two_views import (
     ANGLE_TARGETS,
     GAMMA_VIEWS,
     RATE_PREDICTED,
     RATE_STRONG,
     angle_summary,
+    angle_verdict,
     combined_verdict,
+    context_verdict,
     design_label,
     gamma_summary,
+    gamma_verdict,
+    rate_verdict,
     share_verdict,
+    steering_saturating,
+    steering_verdict,
     twin_label,
 )
 from lib.methods import alignment as als
@@ -315,7 +320,8 @@ def share_findings(share: pd.DataFrame, share_ctx: pd.DataFrame, models: str) ->
     ``cx`` for ``sh`` (``cxs_tr_<key>``, ``cxs_ci_<key>``, ``cxs_med_tr_<key>``, ``cxs_rd_<key>``,
     ``cxs_med_rd_<key>``, ``cxz_tr_<key>``, ``cxz_av_<key>``) and the value path's and softmax paths'
     shares ``cxs_val_<key>``, ``cxs_soft_<key>``, ``cxs_val_rd_<key>``; the verdicts ``sh_v_<key>`` and
-    ``cxs_v_<key>`` (:func:`lib.chapters.two_views.share_verdict`). The claim's verdict is :func:`lib.chapters.two_views.combined_verdict` of the four.
+    ``cxs_v_<key>`` (:func:`lib.chapters.two_views.share_verdict`). The claim's verdict is
+    :func:`lib.chapters.two_views.combined_verdict` of the four.
     """
     numbers: dict[str, Any] = {}
     parts, verdicts = [], []
@@ -348,11 +354,11 @@ def share_findings(share: pd.DataFrame, share_ctx: pd.DataFrame, models: str) ->
 def angle_findings(angles: pd.DataFrame, models: str, k: int) -> Findings:
     """Section 6.2 (claim TV2): how often ``v₁(F_t)`` is closer than chance to a Jacobian subspace.
 
-    Glued: ``al_<key>_<i>_tr`` / ``_rd`` ("a of n" layers for subspace ``i`` of :data:`lib.chapters.two_views.ANGLE_TARGETS`),
-    ``al_tot_tr`` / ``al_tot_rd`` (all pairs), ``ml_theta_min`` and ``ml_chance`` (MiniLM's best angle and
-    its chance quantiles), ``dec_th_l2`` / ``dec_th_l3`` (the trained decoder's eigenvector angles in layers
-    2 and 3). The claim: not reproduced if under half the trained pairs are aligned, reproduced if the
-    trained share beats the twins' by more than 0.2, else not specific to training.
+    Glued: ``al_<key>_<i>_tr`` / ``_rd`` ("a of n" layers for subspace ``i`` of
+    :data:`lib.chapters.two_views.ANGLE_TARGETS`), ``al_tot_tr`` / ``al_tot_rd`` (all pairs), ``ml_theta_min``
+    and ``ml_chance`` (MiniLM's best angle and its chance quantiles), ``dec_th_l2`` / ``dec_th_l3`` (the
+    trained decoder's eigenvector angles in layers 2 and 3). The claim's verdict is
+    :func:`lib.chapters.two_views.angle_verdict` of the aligned shares of the pairs, trained and twins.
     """
     summary = angle_summary(angles)
     twin = twin_label(angles)
@@ -385,26 +391,28 @@ def angle_findings(angles: pd.DataFrame, models: str, k: int) -> Findings:
                           f"{eig_tr[key][0]} of {eig_tr[key][1]} layers" for key in keys)
                 + f"; all four subspaces: {tot_tr} of {n_tr} (layer, subspace) pairs trained, {tot_rd} of "
                   f"{n_rd} at random init")
-    verdict = ("not reproduced" if frac_tr < 0.5 else "reproduced" if frac_tr > frac_rd + 0.2
-               else "not specific to training")
-    return Findings(numbers, {"models": models + f"; K = {k}", "measured": measured, "verdict": verdict})
+    return Findings(numbers, {"models": models + f"; K = {k}", "measured": measured,
+                              "verdict": angle_verdict(frac_tr, frac_rd)})
 
 
 def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, models: str) -> Findings:
-    """Section 6.3 (claim TV3): ``rt`` from :func:`lib.chapters.two_views.rate_tests`, ``power`` from :func:`lib.chapters.two_views.rate_power`.
+    """Section 6.3 (claim TV3): ``rt`` from :func:`lib.chapters.two_views.rate_tests`, ``power`` from
+    :func:`lib.chapters.two_views.rate_power`.
 
     Glued: ``dec_rho1`` (ρ(J̄) of the trained decoder's block 1), ``rt_sig_tr`` / ``rt_sig_rd`` (tests
     significant at FDR 5%), ``rt_n`` (trained tests), ``rt_r_tr`` / ``rt_r_rd`` (ranges of r), ``rt_null``
-    (the nulls' central 95%), ``rt_best`` (the trained test with the smallest p: its property, model, r, interval,
-    p and q), ``rt_dir`` (trained coefficients with the predicted sign, :data:`lib.chapters.two_views.RATE_PREDICTED`), ``rt_p_perfect``
-    / ``rt_p_next`` (the two smallest p-values six layers can give), ``rt_bh_lone`` (the p a lone rejection
-    needs), ``rt_pw_tr_<e>`` / ``rt_pw_rd_<e>`` / ``rt_pw1_tr_<e>`` / ``rt_pw1_rd_<e>`` (power, all planted or one,
-    trained design and twins' design, at ``e`` = 10 × the effect, whose value is ``rt_e_<e>``), ``rt_reps`` (replicates per
+    (the nulls' central 95%), ``rt_best`` (the trained test with the smallest p: its property, model, r,
+    interval, p and q), ``rt_dir`` (trained coefficients with the predicted sign,
+    :data:`lib.chapters.two_views.RATE_PREDICTED`), ``rt_p_perfect`` / ``rt_p_next`` (the two smallest
+    p-values six layers can give), ``rt_bh_lone`` (the p a lone rejection needs), ``rt_pw_tr_<e>`` /
+    ``rt_pw_rd_<e>`` / ``rt_pw1_tr_<e>`` / ``rt_pw1_rd_<e>`` (power, all planted or one, trained design and
+    twins' design, at ``e`` = 10 × the effect, whose value is ``rt_e_<e>``), ``rt_reps`` (replicates per
     effect) and ``rt_strong`` (:data:`lib.chapters.two_views.RATE_STRONG`).
 
-    The verdict: "reproduced" if every trained test is significant, "partly reproduced" if some are; with
-    none, "not reproduced" only if the trained design's power at :data:`lib.chapters.two_views.RATE_STRONG` (every test planted) is
-    at least 0.8, else "inconclusive (underpowered)" (:func:`lib.chapters.jacobian_funnel.power_qualified`).
+    The verdict is :func:`lib.chapters.two_views.rate_verdict` of the trained tests significant at FDR 5% and
+    the trained design's power: "reproduced" if every one is, "partly reproduced" if some are; with none,
+    "not reproduced" only if the power at a strong planted effect is at least 0.8, else "inconclusive
+    (underpowered)".
     """
     tr, rd = rt[rt.series == "trained"], rt[rt.series == "random init"]
     sig_tr, sig_rd = int((tr.q < 0.05).sum()), int((rd.q < 0.05).sum())
@@ -433,8 +441,7 @@ def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, mo
         numbers[f"rt_pw1_rd_{tag}"] = f"{g[g.design == rd_design].power_one.iloc[0]:.2f}"
     strong = power[power.design == tr_design]
     pw_strong = float(strong.set_index("effect").power_all.get(RATE_STRONG, np.nan))
-    verdict = "not reproduced" if sig_tr == 0 else "partly reproduced" if sig_tr < len(tr) else "reproduced"
-    verdict = power_qualified(verdict, strong.effect, strong.power_all, at_r=RATE_STRONG)
+    verdict = rate_verdict(sig_tr, len(tr), power, tr_design)
     measured = (f"within-variant Spearman of gap ratio with ρ(J̄), δ_H, erank(J̄): {tr.r.min():+.2f} "
                 f"to {tr.r.max():+.2f} trained ({int(sign.sum())} of {len(tr)} with the predicted sign; "
                 f"strongest {best['J̄ property']} in {best.model}, r = {best.r:+.2f}, p = {best.p:.3f}), "
@@ -451,7 +458,8 @@ def gamma_findings(gam: pd.DataFrame, d: Mapping[str, int], models: str) -> Find
     view (F, J): ``g4_<key>_<F|J>_ratio`` (γ/chance range), ``_g`` and ``_r`` ("a of n" layers above the null,
     trained), ``_g_rd`` and ``_r_rd`` (twins); ``g4_<key>_Jwins`` (layers where J̄'s direction gives the larger
     ratio); ``g4_sigF`` / ``g4_sigJ`` (trained layers with γ_t or ρ_t above the null) and their ``_rd``. The
-    claim needs the J̄ view ahead by at least two layers, and ahead of the twins.
+    claim (:func:`lib.chapters.two_views.gamma_verdict`) needs the J̄ view ahead by at least two layers, and
+    ahead of the twins.
     """
     g4 = gamma_summary(gam)
     twin = twin_label(gam)
@@ -483,15 +491,13 @@ def gamma_findings(gam: pd.DataFrame, d: Mapping[str, int], models: str) -> Find
     F, J = GAMMA_VIEWS
     numbers.update(g4_sigF=f"{sig[F]} of {n_tr}", g4_sigJ=f"{sig[J]} of {n_tr}",
                    g4_sigF_rd=f"{sig_rd[F]} of {n_rd}", g4_sigJ_rd=f"{sig_rd[J]} of {n_rd}")
-    j_better = sig[J] >= sig[F] + 2  # at least two layers more of the twelve [ours]
     measured = ("; ".join(f"{key}: γₜ/chance {row(key, 'trained', F).gamma_over_chance_min:.2f}–"
                           f"{row(key, 'trained', F).gamma_over_chance_max:.2f} (F view) vs "
                           f"{row(key, 'trained', J).gamma_over_chance_min:.2f}–"
                           f"{row(key, 'trained', J).gamma_over_chance_max:.2f} (J̄ view)" for key in d)
                 + f"; layers with γₜ or ρₜ above the random-subspace null (FDR 5%): F view {sig[F]} of "
                   f"{n_tr}, J̄ view {sig[J]} of {n_tr} trained; twins {sig_rd[F]} and {sig_rd[J]} of {n_rd}")
-    verdict = ("not reproduced" if not j_better else
-               "not specific to training" if sig_rd[J] / n_rd >= sig[J] / n_tr else "reproduced")
+    verdict = gamma_verdict(sig[F], sig[J], sig_rd[J], n_tr, n_rd)
     return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
 
 
@@ -509,7 +515,7 @@ def context_findings(ctx: pd.DataFrame, funnel: pd.DataFrame, pert: pd.DataFrame
     ``cx_th_<key>`` (the eigenvector angles both ways), ``cx_er_<key>`` (the funnel's erank both ways);
     ``cx_fc_diff`` (largest change of a complex fraction), ``cx_median``, and ``ex_rel_first`` (the trained
     decoder's first-prompt differences per layer, the answer of exercise 6.3). The claim holds when the
-    median difference is under 0.2.
+    median difference is under 0.2 (:func:`lib.chapters.two_views.context_verdict`).
     """
     numbers: dict[str, Any] = {}
     for key in pd.unique(ctx.model):
@@ -544,19 +550,20 @@ def context_findings(ctx: pd.DataFrame, funnel: pd.DataFrame, pert: pd.DataFrame
                             for key in keys)
                 + ", single-token error at ε = 1e-3: "
                 + ", ".join(f"{single_at(key):.2f}" for key in keys))
-    verdict = "reproduced" if bool(ctx.rel_diff.median() < 0.2) else "not reproduced"
-    return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
+    return Findings(numbers, {"models": models, "measured": measured, "verdict": context_verdict(ctx.rel_diff)})
 
 
 def steering_findings(steer: pd.DataFrame, models: str, alphas: Sequence[float]) -> Findings:
     """Section 6.6 (claim TV6): the O-edit seen by both views.
 
-    Glued per key and column of :data:`lib.chapters.two_views.STEERING_QUANTITIES` (and ``share``): ``st_<key>_<col>`` at the
-    largest α, ``_5``, ``_20``, ``_0`` at α = 5, 20, 0, ``_rd`` (the twins' range at the largest α); with
-    intervals: ``st_<key>_tokens_ci``, ``_tokens_5_ci``, ``_J_write_0_ci``, ``_J_write_ci``; and
-    ``st_saturating`` / ``st_twins_saturating`` (models whose token interval stays under 0.95 at the largest
-    α). The claim is reproduced when, in every saturating model, a(W̄u, u) at α = 0 predicts the level (within
-    0.05) and the Jacobian view decouples at the largest α; partly when it only decouples.
+    Glued per key and column of :data:`lib.chapters.two_views.STEERING_QUANTITIES` (and ``share``):
+    ``st_<key>_<col>`` at the largest α, ``_5``, ``_20``, ``_0`` at α = 5, 20, 0, ``_rd`` (the twins' range at
+    the largest α); with intervals: ``st_<key>_tokens_ci``, ``_tokens_5_ci``, ``_J_write_0_ci``,
+    ``_J_write_ci``; and ``st_saturating`` / ``st_twins_saturating`` (models whose token interval stays under
+    0.95 at the largest α, :func:`lib.chapters.two_views.steering_saturating`). The claim's verdict is
+    :func:`lib.chapters.two_views.steering_verdict`: reproduced when, in every saturating model, a(W̄u, u) at
+    α = 0 predicts the level (within 0.05) and the Jacobian view decouples at the largest α; partly when it
+    only decouples.
     """
     tr = steer[~steer.random]
     a_max = max(alphas)
@@ -584,12 +591,7 @@ def steering_findings(steer: pd.DataFrame, models: str, alphas: Sequence[float])
         numbers[f"st_{key}_tokens_5_ci"] = ci(key, 5, "tokens")
         numbers[f"st_{key}_J_write_0_ci"] = ci(key, 0, "J_write")
         numbers[f"st_{key}_J_write_ci"] = ci(key, a_max, "J_write")
-    top = steer[steer.alpha == a_max]
-    saturating = [key for key in keys if at(key, a_max, "tokens_hi") < 0.95]  # the whole interval below 0.95
-    twins_saturating = [key for key in keys if (top[top.random & (top.model == key)].tokens_hi < 0.95).all()]
-    level_ok = all(abs(at(key, 0, "J_write") - at(key, a_max, "tokens")) < 0.05 for key in saturating)
-    decouples = all(at(key, a_max, "J_write_hi") < 0.5 * at(key, 0, "J_write_lo")
-                    and at(key, a_max, "J_sv") < 0.5 * tr[tr.model == key].J_sv.max() for key in saturating)
+    saturating, twins_saturating = steering_saturating(steer, a_max)
     numbers["st_saturating"] = ", ".join(saturating) if saturating else "none"
     numbers["st_twins_saturating"] = ", ".join(twins_saturating) if twins_saturating else "none"
     measured = "; ".join(f"{key} at α = {a_max}: F view {at(key, a_max, 'spectral'):.3f}, tokens "
@@ -597,9 +599,7 @@ def steering_findings(steer: pd.DataFrame, models: str, alphas: Sequence[float])
                          f"J̄ view a(W̄u, u) {ci(key, 0, 'J_write')} at α = 0 → {ci(key, a_max, 'J_write')}, "
                          f"|⟨s₁, u⟩| max {tr[tr.model == key].J_sv.max():.3f} → {at(key, a_max, 'J_sv'):.3f}"
                          for key in keys)
-    verdict = ("not reproduced" if not saturating else "reproduced" if level_ok and decouples
-               else "partly reproduced" if decouples else "not reproduced")
-    return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
+    return Findings(numbers, {"models": models, "measured": measured, "verdict": steering_verdict(steer, alphas)})
 
 
 # -- tables for the reader: words, not column names ---------------------------------------------------------------
