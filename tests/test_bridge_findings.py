@@ -356,6 +356,28 @@ def test_steering_findings_numbers_and_verdicts():
     assert bp.steering_findings(_steer(0.99, 0.1), "m", ALPHAS).claim["verdict"] == "not reproduced"
 
 
+def test_verdict_rules_at_their_thresholds():
+    """The rules the findings apply (lib.chapters.two_views), on both sides of each threshold."""
+    assert bv.angle_verdict(0.49, 0.0) == "not reproduced"
+    assert bv.angle_verdict(0.8, 0.5) == "reproduced"
+    assert bv.angle_verdict(0.6, 0.5) == "not specific to training"  # ahead of the twins by 0.2 or less
+    assert bv.gamma_verdict(0, 1, 0, 12, 24) == "not reproduced"  # J̄ ahead by one layer only
+    assert bv.gamma_verdict(0, 2, 0, 12, 24) == "reproduced"
+    assert bv.gamma_verdict(0, 2, 4, 12, 24) == "not specific to training"  # the twins as often, 1/6
+    assert bv.context_verdict(pd.Series([0.1, 0.3, 0.19])) == "reproduced"
+    assert bv.context_verdict(pd.Series([0.2])) == "not reproduced"  # under 0.2, strictly
+    no_power = pd.DataFrame({"design": ["6 layers × 1 variant"], "effect": [bv.RATE_STRONG], "power_all": [0.9]})
+    assert bv.rate_verdict(6, 6, no_power, "6 layers × 1 variant") == "reproduced"
+    assert bv.rate_verdict(1, 6, no_power, "6 layers × 1 variant") == "partly reproduced"
+    assert bv.rate_verdict(0, 6, no_power, "6 layers × 1 variant") == "not reproduced"
+    weak = no_power.assign(power_all=0.3)
+    assert bv.rate_verdict(0, 6, weak, "6 layers × 1 variant") == "inconclusive (underpowered)"
+    assert bv.steering_saturating(_steer(0.7, 0.1), 1000) == (["MiniLM"], [])
+    assert bv.steering_saturating(_steer(0.7, 0.1), 5) == ([], [])
+    assert bv.steering_verdict(_steer(0.7, 0.1), ALPHAS) == "reproduced"
+    assert bv.steering_verdict(_steer(0.99, 0.1), ALPHAS) == "not reproduced"  # nothing saturates
+
+
 # -- what the chapter shows and glues --------------------------------------------------------------------------------
 def test_readable_tables_have_words_for_headers():
     tables = {"share": bv.share_both(*_share(0.8, 0.2)), "angles": bv.angle_summary(_angles(0.01, 0.5)),
