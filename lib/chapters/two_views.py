@@ -30,7 +30,6 @@ import torch
 
 from lib import stats
 from lib.chapters.jacobian_funnel import power_qualified
-from lib.jacobians import in_context as jcx
 from lib.jacobians import sweep as jac
 from lib.linalg import nonnormal as nn
 from lib.linalg import spectra
@@ -49,9 +48,9 @@ __all__ = ["ANGLE_DRAWS", "ANGLE_TARGETS", "CONTEXT_PATHS", "GAMMA_VIEWS", "RATE
            "ModelViews", "TwinViews", "analyse", "analyse_twins", "angle_summary", "angle_verdict",
            "autodiff_check", "combined_verdict", "context_decomposition", "context_jacobians",
            "context_table", "context_twins", "context_verdict", "design_label", "float64", "gamma_summary",
-           "gamma_verdict", "in_context_stack", "perturbation_errors", "perturbation_twins", "rate_power",
+           "gamma_verdict", "perturbation_errors", "perturbation_twins", "rate_power",
            "rate_tests", "rate_verdict", "share_both", "share_table", "share_verdict", "share_weights",
-           "steering_long", "steering_saturating", "steering_twins", "steering_verdict", "steering_views",
+           "steering_saturating", "steering_twins", "steering_verdict", "steering_views",
            "steering_views_at", "twin_label"]
 
 ANGLE_TARGETS: tuple[str, ...] = ("eigenvectors of J̄", "left singular vectors", "right singular vectors",
@@ -264,36 +263,15 @@ def analyse(model: Any, texts: Sequence[str], *, key: str, series: str, k: int =
 
 
 # -- result 5: one token or the whole context ------------------------------------------------------------------
-def in_context_stack(model: Any, states: Sequence[Any], positions: Sequence[int]) -> np.ndarray:
-    """In-context diagonal blocks ``∂h_{t+1}[T]/∂h_t[T]`` of every block (other positions fixed).
-
-    Args:
-        states: per sequence, its residual stream ``(L+1, n, d)`` (:meth:`hidden_states`).
-        positions: per sequence, the position ``T``.
-    Returns:
-        float64 ``(L, len(states), d, d)``: per block, all sequences at once in closed form
-        (:func:`lib.jacobians.in_context.in_context_jacobians_closed`), or, for a model without one, autodiff
-        (:func:`lib.jacobians.sweep.in_context_jacobian`) sequence by sequence.
-    """
-    L, d = model.n_layers, model.d_model
-    out = np.zeros((L, len(states), d, d))
-    for t in range(L):
-        if jcx.supports(model):
-            out[t] = jcx.in_context_jacobians_closed(model, t, [H[t] for H in states], positions).cpu().numpy()
-        else:
-            for p, (H, T) in enumerate(zip(states, positions)):
-                out[t, p] = jac.in_context_jacobian(model, t, H[t], T, method="autodiff").cpu().numpy()
-    return out
-
-
 def context_jacobians(model: Any, views: ModelViews, texts: Sequence[str], n: int | None = None) -> np.ndarray:
-    """:func:`in_context_stack` at the last token of the first ``n`` prompts of ``views`` (default: all of
-    ``views.J_first``): ``(L, n, d, d)``, at the same states as the single-token ``views.J_first[:, :n]``."""
+    """:func:`lib.jacobians.sweep.in_context_stack` at the last token of the first ``n`` prompts of ``views``
+    (default: all of ``views.J_first``): ``(L, n, d, d)``, at the same states as the single-token
+    ``views.J_first[:, :n]``."""
     kept = views.J_first.shape[1]
     n = kept if n is None else n
     if not 1 <= n <= kept:
         raise ValueError(f"n must be in 1..{kept} (the prompts whose single-token Jacobians were kept), got {n}")
-    return in_context_stack(model, views.states[:n], [jac.last_token_index(model, s) for s in texts[:n]])
+    return jac.in_context_stack(model, views.states[:n], [jac.last_token_index(model, s) for s in texts[:n]])
 
 
 CONTEXT_PATHS: tuple[str, ...] = ("attn", "value", "softmax", "avoid")
@@ -488,18 +466,6 @@ def steering_views_at(model: Any, u: Any, alphas: Sequence[float], X_last: Any, 
                      "share": float(share[0]), **band("share", share[1:]),
                      "tokens": float(tokens[0]), **band("tokens", tokens[1:])})
     return pd.DataFrame(rows)
-
-
-def steering_long(steer: pd.DataFrame, quantities: dict[str, str]) -> pd.DataFrame:
-    """:func:`steering_views_at` tables (tagged with ``model``, ``series``, ``weights``) in the long form of
-    :func:`lib.page.two_views.steering_chart`: one row per quantity, labelled by ``quantities`` (column → label),
-    with ``lo``/``hi`` where the quantity has an interval (NaN otherwise)."""
-    parts = []
-    for col, label in quantities.items():
-        part = steer[["model", "series", "weights", "alpha"]].assign(quantity=label, value=steer[col])
-        has = f"{col}_lo" in steer
-        parts.append(part.assign(lo=steer[f"{col}_lo"] if has else np.nan, hi=steer[f"{col}_hi"] if has else np.nan))
-    return pd.concat(parts, ignore_index=True)
 
 
 # -- the chapter's eight models at once ----------------------------------------------------------------------------

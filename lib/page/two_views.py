@@ -51,7 +51,7 @@ from lib.page.tables import interval_text, value_range
 __all__ = ["REFERENCE_COLOR", "Findings", "angle_chart", "angle_findings", "context_chart",
            "context_findings", "gamma_chart", "gamma_findings", "perturbation_chart", "rate_findings",
            "rates_chart", "readable", "series_order", "share_chart", "share_findings", "steering_chart",
-           "steering_findings"]
+           "steering_findings", "steering_long"]
 
 _LEGEND = alt.Legend(orient="bottom", columns=3, title=None, symbolOpacity=1)
 REFERENCE_COLOR = "#000000"
@@ -258,7 +258,7 @@ def steering_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
     """Both views of the O-edit against its strength: one row per quantity, one column per model, one line
     per model variant (``weights``: trained or a twin's seed) in the book's colours.
 
-    ``df`` long (:func:`lib.chapters.two_views.steering_long`): ``model``, ``weights``, ``alpha``, ``quantity``,
+    ``df`` long (:func:`steering_long`): ``model``, ``weights``, ``alpha``, ``quantity``,
     ``value`` and, where a prompt-bootstrap interval exists, ``lo``/``hi`` (drawn as a band).
     """
     base = alt.Chart().encode(
@@ -276,6 +276,20 @@ def steering_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
                     header=alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start", labelFontWeight="bold")),
         column=alt.Column("model:N", title=None, sort=list(pd.unique(df.model))))
     return _titled(chart, "steering", model, title, description)
+
+
+def steering_long(steer: pd.DataFrame, quantities: dict[str, str]) -> pd.DataFrame:
+    """:func:`lib.chapters.two_views.steering_views_at` tables (tagged with ``model``, ``series``, ``weights``,
+    as :func:`lib.chapters.two_views.steering_twins` gives them) in the long form of :func:`steering_chart`:
+    one row per quantity, labelled by ``quantities`` (column → label, e.g.
+    :data:`lib.chapters.two_views.STEERING_QUANTITIES`), with ``lo``/``hi`` where the quantity has an interval
+    (NaN otherwise)."""
+    parts = []
+    for col, label in quantities.items():
+        part = steer[["model", "series", "weights", "alpha"]].assign(quantity=label, value=steer[col])
+        has = f"{col}_lo" in steer
+        parts.append(part.assign(lo=steer[f"{col}_lo"] if has else np.nan, hi=steer[f"{col}_hi"] if has else np.nan))
+    return pd.concat(parts, ignore_index=True)
 
 
 # -- what the prose says: the numbers of each section and its row of the Results page ----------------------------
