@@ -309,7 +309,7 @@ def test_in_context_stack_against_autograd(tiny64, family):
     """Against autograd of the plain block (no MLP-at-one-row shortcut), at an inner position."""
     model = tiny64(family)
     H = model.hidden_states_ids(torch.arange(6) + 3)
-    J = bv.in_context_stack(model, [H], [4])
+    J = jac.in_context_stack(model, [H], [4])
     for t in range(model.n_layers):
         def f(x, t=t):
             Hx = H[t].clone()

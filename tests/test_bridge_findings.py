@@ -1,4 +1,4 @@
-"""Chapter 6's models at once (lib.chapters.two_views.TwinViews) and the numbers its prose states (the *_findings).
+"""Chapter 6's models at once (lib.chapters.two_views.TwinViews) and its prose's numbers (lib.page.two_views).
 
 The findings functions turn the chapter's long tables into the glued numbers and the Results-page verdicts;
 they are checked here on small synthetic tables whose answers are known, one verdict branch at a time.
@@ -15,6 +15,7 @@ import pytest
 import lib
 from lib.chapters import two_views as bv
 from lib.models.decoder.language import prompts
+from lib.page import two_views as bp
 from lib.page.claims import VERDICTS
 
 KEYS = ("MiniLM", "decoder")
@@ -105,7 +106,7 @@ def _share(tr: float, rd: float, ctx_tr: float | None = None, ctx_rd: float | No
 
 
 def test_share_findings_numbers_and_verdicts():
-    f = bv.share_findings(*_share(0.8, 0.2), "some models")
+    f = bp.share_findings(*_share(0.8, 0.2), "some models")
     assert f.numbers["sh_tr_MiniLM"] == "0.80–0.85"
     assert f.numbers["sh_ci_decoder"] == "0.78–0.88"
     m = np.median(0.8 + 0.01 * np.arange(6))
@@ -116,8 +117,8 @@ def test_share_findings_numbers_and_verdicts():
     assert f.claim["models"] == "some models" and f.claim["verdict"] == "reproduced"
     assert (f"MiniLM single token: ⟨J̄_A, Ū⟩/‖Ū‖² median {m:.2f} [{m - 0.05:.2f}, {m + 0.05:.2f}] trained, "
             f"twins' medians {np.median(0.2 + 0.01 * np.arange(6)):.2f} → reproduced") in f.claim["measured"]
-    assert bv.share_findings(*_share(0.8, 0.9), "m").claim["verdict"] == "not specific to training"
-    assert bv.share_findings(*_share(0.3, 0.9), "m").claim["verdict"] == "not reproduced"
+    assert bp.share_findings(*_share(0.8, 0.9), "m").claim["verdict"] == "not specific to training"
+    assert bp.share_findings(*_share(0.3, 0.9), "m").claim["verdict"] == "not reproduced"
 
 
 def test_share_verdicts_are_per_model_and_protocol_never_an_and():
@@ -126,7 +127,7 @@ def test_share_verdicts_are_per_model_and_protocol_never_an_and():
     share, ctx = _share(0.8, 0.2, ctx_tr=0.3, ctx_rd=0.05)
     dec = share.model == "decoder"
     share.loc[dec & share.random, ["med", "med_lo", "med_hi"]] = [0.98, 0.97, 0.99]
-    f = bv.share_findings(share, ctx, "m")
+    f = bp.share_findings(share, ctx, "m")
     assert (f.numbers["sh_v_MiniLM"], f.numbers["sh_v_decoder"]) == ("reproduced", "not specific to training")
     assert (f.numbers["cxs_v_MiniLM"], f.numbers["cxs_v_decoder"]) == ("not reproduced", "not reproduced")
     assert f.claim["verdict"] == "partly reproduced"
@@ -134,7 +135,7 @@ def test_share_verdicts_are_per_model_and_protocol_never_an_and():
     # an interval that reaches below one half is not "most", whatever the estimate
     low = _share(0.8, 0.2)
     low[0].loc[~low[0].random, "med_lo"] = 0.49
-    assert bv.share_findings(*low, "m").numbers["sh_v_MiniLM"] == "not reproduced"
+    assert bp.share_findings(*low, "m").numbers["sh_v_MiniLM"] == "not reproduced"
 
 
 def test_combined_verdict():
@@ -177,15 +178,15 @@ def test_angle_summary_counts_layers_and_pools_the_twins():
 
 
 def test_angle_findings_numbers_and_verdicts():
-    f = bv.angle_findings(_angles(0.01, 0.5), "m", 8)
+    f = bp.angle_findings(_angles(0.01, 0.5), "m", 8)
     assert f.numbers["al_MiniLM_0_tr"] == "5 of 6" and f.numbers["al_decoder_3_rd"] == "0 of 12"
     assert f.numbers["al_tot_tr"] == "40 of 48" and f.numbers["al_tot_rd"] == "0 of 96"
     assert f.numbers["ml_theta_min"] == "60°" and f.numbers["ml_chance"] == "70–70°"
     assert (f.numbers["dec_th_l2"], f.numbers["dec_th_l3"]) == ("61°", "62°")
     assert f.claim["models"] == "m; K = 8" and f.claim["verdict"] == "reproduced"
     assert "top-8 eigenvectors in 5 of 6 layers" in f.claim["measured"]
-    assert bv.angle_findings(_angles(0.01, 0.01), "m", 8).claim["verdict"] == "not specific to training"
-    assert bv.angle_findings(_angles(0.5, 0.01), "m", 8).claim["verdict"] == "not reproduced"
+    assert bp.angle_findings(_angles(0.01, 0.01), "m", 8).claim["verdict"] == "not specific to training"
+    assert bp.angle_findings(_angles(0.5, 0.01), "m", 8).claim["verdict"] == "not reproduced"
 
 
 # -- section 6.3 ---------------------------------------------------------------------------------------------------
@@ -225,7 +226,7 @@ def test_rate_findings_numbers_and_verdicts():
     rates = _rates(related=True)
     rates.loc[(rates.model == "decoder") & ~rates.random & (rates.layer == 1), "radius_J"] = 41.6
     rt = bv.rate_tests(rates)
-    f = bv.rate_findings(rates, rt, _power(0.3), "m")
+    f = bp.rate_findings(rates, rt, _power(0.3), "m")
     assert f.numbers["dec_rho1"] == "42" and f.numbers["rt_n"] == 6
     assert f.numbers["rt_sig_tr"] + f.numbers["rt_sig_rd"] > 0
     assert f.claim["verdict"] in ("reproduced", "partly reproduced")
@@ -234,7 +235,7 @@ def test_rate_findings_numbers_and_verdicts():
     assert f.numbers["rt_dir"] == "4 of 6"  # r = −1 everywhere: the predicted sign for ρ(J̄) and δ_H only
     null = _rates(related=False)
     rt0 = bv.rate_tests(null)
-    assert bv.rate_findings(null, rt0, _power(0.9), "m").claim["verdict"] == "not reproduced"
+    assert bp.rate_findings(null, rt0, _power(0.9), "m").claim["verdict"] == "not reproduced"
 
 
 def test_an_absence_from_an_underpowered_test_is_inconclusive():
@@ -243,7 +244,7 @@ def test_an_absence_from_an_underpowered_test_is_inconclusive():
     null = _rates(related=False)
     rt = bv.rate_tests(null)
     assert (rt[rt.series == "trained"].q >= 0.05).all()
-    f = bv.rate_findings(null, rt, bv.rate_power(rt, 6, reps=400), "m")
+    f = bp.rate_findings(null, rt, bv.rate_power(rt, 6, reps=400), "m")
     assert f.claim["verdict"] == "inconclusive (underpowered)"
     assert float(f.numbers["rt_pw_tr_8"]) < 0.5 and "power at a planted ρ = 0.8" in f.claim["measured"]
 
@@ -279,15 +280,15 @@ def test_gamma_summary_and_findings():
     row = g4[(g4.model == "decoder") & (g4.series == "trained") & (g4.view == bv.GAMMA_VIEWS[1])].iloc[0]
     assert (row.gamma_above_null, row.layers) == (6, 6)
     np.testing.assert_allclose([row.gamma_over_chance_min, row.gamma_over_chance_max], [2, 12])
-    f = bv.gamma_findings(gam, {"MiniLM": 384, "decoder": 128}, "m")
+    f = bp.gamma_findings(gam, {"MiniLM": 384, "decoder": 128}, "m")
     assert f.numbers["ch_ml_1"] == f"{lib.methods.alignment.baseline_subspace(384, 1):.4f}"
     assert f.numbers["g4_decoder_J_ratio"] == "2.00–12.00" and f.numbers["g4_MiniLM_F_g"] == "0 of 6"
     assert f.numbers["g4_MiniLM_Jwins"] == "6 of 6"
     assert (f.numbers["g4_sigF"], f.numbers["g4_sigJ"], f.numbers["g4_sigJ_rd"]) == ("0 of 12", "12 of 12", "0 of 24")
     assert f.claim["verdict"] == "reproduced"
-    assert bv.gamma_findings(_gamma(0.5, 0.01, 0.01), {"MiniLM": 384, "decoder": 128}, "m").claim["verdict"] \
+    assert bp.gamma_findings(_gamma(0.5, 0.01, 0.01), {"MiniLM": 384, "decoder": 128}, "m").claim["verdict"] \
         == "not specific to training"
-    assert bv.gamma_findings(_gamma(0.01, 0.01, 0.5), {"MiniLM": 384, "decoder": 128}, "m").claim["verdict"] \
+    assert bp.gamma_findings(_gamma(0.01, 0.01, 0.5), {"MiniLM": 384, "decoder": 128}, "m").claim["verdict"] \
         == "not reproduced"
 
 
@@ -311,7 +312,7 @@ def _context(rel: float):
 
 
 def test_context_findings_numbers_and_verdicts():
-    f = bv.context_findings(*_context(0.6), "m")
+    f = bp.context_findings(*_context(0.6), "m")
     assert f.numbers["pt_slope_MiniLM"] == "1.00" and f.numbers["pt_single_decoder"] == "0.50"
     assert f.numbers["pt_ctx_MiniLM"] == "2.0e-03"
     assert f.numbers["cx_tr_MiniLM"] == "0.60–0.90" and f.numbers["cx_fc_diff"] == "0.05"
@@ -319,7 +320,7 @@ def test_context_findings_numbers_and_verdicts():
     assert f.numbers["cx_er_MiniLM"] == "3.0 vs 5.0"
     assert f.numbers["ex_rel_first"] == ", ".join(f"{0.66 * (1 + 0.1 * t):.3f}" for t in range(6))
     assert f.claim["verdict"] == "not reproduced" and "slope of the in-context Jacobian 1.00, 1.00" in f.claim["measured"]
-    assert bv.context_findings(*_context(0.1), "m").claim["verdict"] == "reproduced"
+    assert bp.context_findings(*_context(0.1), "m").claim["verdict"] == "reproduced"
 
 
 # -- section 6.6 ---------------------------------------------------------------------------------------------------
@@ -344,15 +345,37 @@ def _steer(tokens_top: float, write_top: float) -> pd.DataFrame:
 
 
 def test_steering_findings_numbers_and_verdicts():
-    f = bv.steering_findings(_steer(0.7, 0.1), "m", ALPHAS)
+    f = bp.steering_findings(_steer(0.7, 0.1), "m", ALPHAS)
     assert f.numbers["st_saturating"] == "MiniLM" and f.numbers["st_twins_saturating"] == "none"
     assert f.numbers["st_MiniLM_tokens_ci"] == "0.700 [0.690, 0.710]"
     assert f.numbers["st_MiniLM_J_write_0_ci"] == "0.700 [0.690, 0.710]"
     assert f.numbers["st_decoder_spectral_5"] == "1.000" and f.numbers["st_MiniLM_tokens_rd"] == "0.99"
     assert f.claim["verdict"] == "reproduced"  # a(W̄u, u) = 0.70 at α = 0 predicts the level 0.70
-    assert bv.steering_findings(_steer(0.5, 0.1), "m", ALPHAS).claim["verdict"] == "partly reproduced"
-    assert bv.steering_findings(_steer(0.5, 0.7), "m", ALPHAS).claim["verdict"] == "not reproduced"
-    assert bv.steering_findings(_steer(0.99, 0.1), "m", ALPHAS).claim["verdict"] == "not reproduced"
+    assert bp.steering_findings(_steer(0.5, 0.1), "m", ALPHAS).claim["verdict"] == "partly reproduced"
+    assert bp.steering_findings(_steer(0.5, 0.7), "m", ALPHAS).claim["verdict"] == "not reproduced"
+    assert bp.steering_findings(_steer(0.99, 0.1), "m", ALPHAS).claim["verdict"] == "not reproduced"
+
+
+def test_verdict_rules_at_their_thresholds():
+    """The rules the findings apply (lib.chapters.two_views), on both sides of each threshold."""
+    assert bv.angle_verdict(0.49, 0.0) == "not reproduced"
+    assert bv.angle_verdict(0.8, 0.5) == "reproduced"
+    assert bv.angle_verdict(0.6, 0.5) == "not specific to training"  # ahead of the twins by 0.2 or less
+    assert bv.gamma_verdict(0, 1, 0, 12, 24) == "not reproduced"  # J̄ ahead by one layer only
+    assert bv.gamma_verdict(0, 2, 0, 12, 24) == "reproduced"
+    assert bv.gamma_verdict(0, 2, 4, 12, 24) == "not specific to training"  # the twins as often, 1/6
+    assert bv.context_verdict(pd.Series([0.1, 0.3, 0.19])) == "reproduced"
+    assert bv.context_verdict(pd.Series([0.2])) == "not reproduced"  # under 0.2, strictly
+    no_power = pd.DataFrame({"design": ["6 layers × 1 variant"], "effect": [bv.RATE_STRONG], "power_all": [0.9]})
+    assert bv.rate_verdict(6, 6, no_power, "6 layers × 1 variant") == "reproduced"
+    assert bv.rate_verdict(1, 6, no_power, "6 layers × 1 variant") == "partly reproduced"
+    assert bv.rate_verdict(0, 6, no_power, "6 layers × 1 variant") == "not reproduced"
+    weak = no_power.assign(power_all=0.3)
+    assert bv.rate_verdict(0, 6, weak, "6 layers × 1 variant") == "inconclusive (underpowered)"
+    assert bv.steering_saturating(_steer(0.7, 0.1), 1000) == (["MiniLM"], [])
+    assert bv.steering_saturating(_steer(0.7, 0.1), 5) == ([], [])
+    assert bv.steering_verdict(_steer(0.7, 0.1), ALPHAS) == "reproduced"
+    assert bv.steering_verdict(_steer(0.99, 0.1), ALPHAS) == "not reproduced"  # nothing saturates
 
 
 # -- what the chapter shows and glues --------------------------------------------------------------------------------
@@ -361,23 +384,23 @@ def test_readable_tables_have_words_for_headers():
               "rates": bv.rate_tests(_rates(True)), "gamma": bv.gamma_summary(_gamma(0.5, 0.01, 0.5)),
               "context": _context(0.6)[0], "funnel": _context(0.6)[1], "steering": _steer(0.7, 0.1)}
     for kind, df in tables.items():
-        out = bv.readable(df, kind)
+        out = bp.readable(df, kind)
         code = [h for h in out.columns if re.search(r"[A-Za-z0-9]_[A-Za-z0-9]", h) and not re.search(r"[₀-₉]", h)]
         assert not code, (kind, code)
         assert len(out) == len(df)
-    assert bv.readable(tables["share"], "share")["95% CI"].iloc[0] == "0.780 to 0.830"
+    assert bp.readable(tables["share"], "share")["95% CI"].iloc[0] == "0.780 to 0.830"
     with pytest.raises(ValueError, match="kind must be one of"):
-        bv.readable(tables["share"], "shares")
+        bp.readable(tables["share"], "shares")
 
 
 def test_findings_glue_every_number_and_return_the_claim(monkeypatch):
     glued = {}
     monkeypatch.setattr("lib.page.prose.glue", lambda name, value, display=False: glued.__setitem__(name, value))
-    f = bv.share_findings(*_share(0.8, 0.2), "m")
+    f = bp.share_findings(*_share(0.8, 0.2), "m")
     assert f.glue() is f.claim and glued == f.numbers
     assert set(f.claim) == {"models", "measured", "verdict"} and f.claim["verdict"] in VERDICTS
 
 
 def test_readable_rate_intervals_read_lo_to_hi():
-    out = bv.readable(bv.rate_tests(_rates(True)), "rates")
+    out = bp.readable(bv.rate_tests(_rates(True)), "rates")
     assert all(" to " in t for t in out["95% CI"]) and all(" to " in t for t in out["permutation null, central 95%"])

@@ -45,7 +45,7 @@ CHARTS = {
     "rho": lambda: bp.gamma_chart(_gamma_table(), "rho", model="m"),
     "context": lambda: bp.context_chart(_context(0.6)[0], model="m"),
     "perturbation": lambda: bp.perturbation_chart(_pert(), model="m"),
-    "steering": lambda: bp.steering_chart(bv.steering_long(_steer(0.7, 0.1), bv.STEERING_QUANTITIES), model="m"),
+    "steering": lambda: bp.steering_chart(bp.steering_long(_steer(0.7, 0.1), bv.STEERING_QUANTITIES), model="m"),
 }
 
 

@@ -85,7 +85,7 @@ def test_batched_over_sequences_of_different_lengths(tiny64, family):
 def test_in_context_stack_uses_the_closed_form(tiny64):
     model = tiny64("llama")
     hs = _stream(model)
-    J = bv.in_context_stack(model, [hs], [SEQ - 1])
+    J = jac.in_context_stack(model, [hs], [SEQ - 1])
     for t in range(model.n_layers):
         ref = jac.in_context_jacobian(model, t, hs[t], method="autodiff").numpy()
         assert np.linalg.norm(J[t, 0] - ref) / np.linalg.norm(ref) < fp64_tolerance("llama")
@@ -140,7 +140,7 @@ def test_threads_give_the_serial_values_bitwise(tiny_dir):
     streams = [_stream(m) for m in models]
 
     def stack(i):
-        return bv.in_context_stack(models[i], [streams[i]], [SEQ // 2])
+        return jac.in_context_stack(models[i], [streams[i]], [SEQ // 2])
 
     with one_thread():
         serial = [stack(i) for i in range(len(models))]

@@ -9,10 +9,12 @@ Float64 for every eigen-, singular- and Schur decomposition; Jacobians in column
 
 The chapter runs eight models at once: :func:`analyse_twins` measures every model of a set of
 :class:`lib.models.Twins` (one model per core) into a :class:`TwinViews`, whose ``table`` gives the long
-tables the charts (:mod:`lib.page.two_views`) draw; :func:`context_twins`, :func:`perturbation_twins` and
-:func:`steering_twins` do the same for sections 6.5–6.6. Each ``*_findings`` function turns a section's tables
-into the numbers its prose states and its claim's verdict (a :class:`Findings`), and :func:`readable` gives
-the tables the reader sees their column labels.
+tables the charts draw; :func:`context_twins`, :func:`perturbation_twins` and :func:`steering_twins` do the
+same for sections 6.5–6.6. The per-section frames (:func:`share_both`, :func:`angle_summary`, :func:`rate_tests`,
+:func:`rate_power`, :func:`gamma_summary`) and verdict rules (:data:`SHARE_MOST`, :func:`share_verdict`,
+:func:`combined_verdict`, :data:`RATE_STRONG`) live here too. What the page shows of them lives in
+:mod:`lib.page.two_views`: the charts, the numbers each section's prose states with its claim's verdict (a
+:class:`lib.page.two_views.Findings`) and the tables with the reader's column labels (``readable``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import torch
 
 from lib import stats
 from lib.chapters.jacobian_funnel import power_qualified
-from lib.jacobians import in_context as jcx
 from lib.jacobians import sweep as jac
 from lib.linalg import nonnormal as nn
 from lib.linalg import spectra
@@ -36,21 +37,21 @@ from lib.linalg.cumulative import erank_from_singular_values
 from lib.methods import alignment as als
 from lib.methods import bridge as br
 from lib.methods import steering
-from lib.page.tables import interval_text, value_range
 from lib.parallel import map_matrices
 from lib.stats import benjamini_hochberg, bootstrap_weights
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel, Twins
 
-__all__ = ["ANGLE_DRAWS", "ANGLE_TARGETS", "CONTEXT_PATHS", "Findings", "GAMMA_VIEWS", "JView", "ModelViews",
-           "RATE_EFFECTS", "RATE_PREDICTED", "RATE_PROPERTIES", "RATE_STRONG", "SHARE_MOST", "SHARE_PROTOCOLS",
-           "STEERING_QUANTITIES", "TwinViews", "analyse", "analyse_twins", "angle_findings", "angle_summary",
-           "autodiff_check", "combined_verdict", "context_decomposition", "context_findings", "context_jacobians",
-           "context_table", "context_twins", "float64", "gamma_findings", "gamma_summary", "in_context_stack",
-           "perturbation_errors", "perturbation_twins", "rate_findings", "rate_power", "rate_tests", "readable",
-           "share_both", "share_findings", "share_table", "share_verdict", "share_weights", "steering_findings",
-           "steering_long", "steering_twins", "steering_views", "steering_views_at"]
+__all__ = ["ANGLE_DRAWS", "ANGLE_TARGETS", "CONTEXT_PATHS", "GAMMA_VIEWS", "RATE_EFFECTS", "RATE_PREDICTED",
+           "RATE_PROPERTIES", "RATE_STRONG", "SHARE_MOST", "SHARE_PROTOCOLS", "STEERING_QUANTITIES", "JView",
+           "ModelViews", "TwinViews", "analyse", "analyse_twins", "angle_summary", "angle_verdict",
+           "autodiff_check", "combined_verdict", "context_decomposition", "context_jacobians",
+           "context_table", "context_twins", "context_verdict", "design_label", "float64", "gamma_summary",
+           "gamma_verdict", "perturbation_errors", "perturbation_twins", "rate_power",
+           "rate_tests", "rate_verdict", "share_both", "share_table", "share_verdict", "share_weights",
+           "steering_saturating", "steering_twins", "steering_verdict", "steering_views",
+           "steering_views_at", "twin_label"]
 
 ANGLE_TARGETS: tuple[str, ...] = ("eigenvectors of J̄", "left singular vectors", "right singular vectors",
                                   "funnel image")
@@ -262,36 +263,15 @@ def analyse(model: Any, texts: Sequence[str], *, key: str, series: str, k: int =
 
 
 # -- result 5: one token or the whole context ------------------------------------------------------------------
-def in_context_stack(model: Any, states: Sequence[Any], positions: Sequence[int]) -> np.ndarray:
-    """In-context diagonal blocks ``∂h_{t+1}[T]/∂h_t[T]`` of every block (other positions fixed).
-
-    Args:
-        states: per sequence, its residual stream ``(L+1, n, d)`` (:meth:`hidden_states`).
-        positions: per sequence, the position ``T``.
-    Returns:
-        float64 ``(L, len(states), d, d)``: per block, all sequences at once in closed form
-        (:func:`lib.jacobians.in_context.in_context_jacobians_closed`), or, for a model without one, autodiff
-        (:func:`lib.jacobians.sweep.in_context_jacobian`) sequence by sequence.
-    """
-    L, d = model.n_layers, model.d_model
-    out = np.zeros((L, len(states), d, d))
-    for t in range(L):
-        if jcx.supports(model):
-            out[t] = jcx.in_context_jacobians_closed(model, t, [H[t] for H in states], positions).cpu().numpy()
-        else:
-            for p, (H, T) in enumerate(zip(states, positions)):
-                out[t, p] = jac.in_context_jacobian(model, t, H[t], T, method="autodiff").cpu().numpy()
-    return out
-
-
 def context_jacobians(model: Any, views: ModelViews, texts: Sequence[str], n: int | None = None) -> np.ndarray:
-    """:func:`in_context_stack` at the last token of the first ``n`` prompts of ``views`` (default: all of
-    ``views.J_first``): ``(L, n, d, d)``, at the same states as the single-token ``views.J_first[:, :n]``."""
+    """:func:`lib.jacobians.sweep.in_context_stack` at the last token of the first ``n`` prompts of ``views``
+    (default: all of ``views.J_first``): ``(L, n, d, d)``, at the same states as the single-token
+    ``views.J_first[:, :n]``."""
     kept = views.J_first.shape[1]
     n = kept if n is None else n
     if not 1 <= n <= kept:
         raise ValueError(f"n must be in 1..{kept} (the prompts whose single-token Jacobians were kept), got {n}")
-    return in_context_stack(model, views.states[:n], [jac.last_token_index(model, s) for s in texts[:n]])
+    return jac.in_context_stack(model, views.states[:n], [jac.last_token_index(model, s) for s in texts[:n]])
 
 
 CONTEXT_PATHS: tuple[str, ...] = ("attn", "value", "softmax", "avoid")
@@ -488,18 +468,6 @@ def steering_views_at(model: Any, u: Any, alphas: Sequence[float], X_last: Any, 
     return pd.DataFrame(rows)
 
 
-def steering_long(steer: pd.DataFrame, quantities: dict[str, str]) -> pd.DataFrame:
-    """:func:`steering_views_at` tables (tagged with ``model``, ``series``, ``weights``) in the long form of
-    :func:`lib.page.two_views.steering_chart`: one row per quantity, labelled by ``quantities`` (column → label),
-    with ``lo``/``hi`` where the quantity has an interval (NaN otherwise)."""
-    parts = []
-    for col, label in quantities.items():
-        part = steer[["model", "series", "weights", "alpha"]].assign(quantity=label, value=steer[col])
-        has = f"{col}_lo" in steer
-        parts.append(part.assign(lo=steer[f"{col}_lo"] if has else np.nan, hi=steer[f"{col}_hi"] if has else np.nan))
-    return pd.concat(parts, ignore_index=True)
-
-
 # -- the chapter's eight models at once ----------------------------------------------------------------------------
 @dataclass(repr=False, eq=False)
 class TwinViews(Mapping):
@@ -597,31 +565,8 @@ def autodiff_check(views: TwinViews, layer: int = 2, n_prompts: int = 2) -> pd.D
     return pd.DataFrame(rows)
 
 
-# -- what the prose says: the numbers of each section and its row of the Results page ----------------------------
-@dataclass(frozen=True)
-class Findings:
-    """The numbers one section of chapter 6 writes into its prose, and its claim's row of the Results page.
-
-    Attributes:
-        numbers: glue name → value (formatted text or int), read by the prose's ``{eval}`name```.
-        claim: ``models``, ``measured`` and ``verdict`` for :func:`lib.page.claims.glue_claim` (the chapter
-            calls it with the claim's id, which the Results page's test looks for in the chapter).
-    """
-
-    numbers: dict[str, Any]
-    claim: dict[str, str] = field(default_factory=dict)
-
-    def glue(self) -> dict[str, str]:
-        """Glue every number (:func:`lib.page.prose.glue`) and return :attr:`claim`, for
-        ``glue_claim("TV1", **findings.glue())``."""
-        from lib.page.prose import glue
-
-        for name, value in self.numbers.items():
-            glue(name, value, display=False)
-        return self.claim
-
-
-def _twin_label(df: pd.DataFrame) -> str:
+# -- each section's frames and verdict rules (what the prose says of them: lib.page.two_views) -------------------
+def twin_label(df: pd.DataFrame) -> str:
     """``"random init (3 seeds)"``: the pooled twins of a table with ``random`` and ``series`` columns."""
     return f"random init ({df[df.random].series.nunique()} seeds)"
 
@@ -672,52 +617,6 @@ def combined_verdict(verdicts: Sequence[str]) -> str:
     return "not specific to training" if "not specific to training" in vs else "not reproduced"
 
 
-def _median_ci(r: pd.Series) -> str:
-    return f"{r.med:.2f} [{r.med_lo:.2f}, {r.med_hi:.2f}]"
-
-
-def share_findings(share: pd.DataFrame, share_ctx: pd.DataFrame, models: str) -> Findings:
-    """Section 6.1 (claim TV1): the attention path's projection share of the update, per model key, on a
-    single token (``share``, ``TwinViews.table("share")``) and in context (``share_ctx``, the third table of
-    :func:`context_twins`).
-
-    Glued per key, single token: ``sh_tr_<key>`` (range over layers of the trained share), ``sh_ci_<key>``
-    (its intervals' extent), ``sh_med_tr_<key>`` (median over layers with its interval), ``sh_rd_<key>`` /
-    ``sh_med_rd_<key>`` (the twins' per-layer range and their medians' range), ``sz_tr_<key>`` /
-    ``sz_av_<key>`` (sizes ‖J̄_F‖/‖Ū‖ and ‖Ū − J̄_F‖/‖Ū‖, ranges over layers); in context the same with
-    ``cx`` for ``sh`` (``cxs_tr_<key>``, ``cxs_ci_<key>``, ``cxs_med_tr_<key>``, ``cxs_rd_<key>``,
-    ``cxs_med_rd_<key>``, ``cxz_tr_<key>``, ``cxz_av_<key>``) and the value path's and softmax paths'
-    shares ``cxs_val_<key>``, ``cxs_soft_<key>``, ``cxs_val_rd_<key>``; the verdicts ``sh_v_<key>`` and
-    ``cxs_v_<key>`` (:func:`share_verdict`). The claim's verdict is :func:`combined_verdict` of the four.
-    """
-    numbers: dict[str, Any] = {}
-    parts, verdicts = [], []
-    for key in pd.unique(share.model):
-        for tag, tab, name in (("sh", share, "single token"), ("cxs", share_ctx, "in context")):
-            z = "sz" if tag == "sh" else "cxz"
-            tr = tab[(tab.model == key) & ~tab.random]
-            rd = tab[(tab.model == key) & tab.random]
-            first, twins = tr.iloc[0], rd.groupby("series").first()
-            numbers[f"{tag}_tr_{key}"] = value_range(tr.attn)
-            numbers[f"{tag}_ci_{key}"] = f"{tr.attn_lo.min():.2f}–{tr.attn_hi.max():.2f}"
-            numbers[f"{tag}_med_tr_{key}"] = _median_ci(first)
-            numbers[f"{tag}_rd_{key}"] = value_range(rd.attn)
-            numbers[f"{tag}_med_rd_{key}"] = value_range(twins.med)
-            numbers[f"{z}_tr_{key}"] = value_range(tr.size_attn)
-            numbers[f"{z}_av_{key}"] = value_range(tr.size_avoid)
-            if tag == "cxs":
-                numbers[f"cxs_val_{key}"] = value_range(tr.value)
-                numbers[f"cxs_soft_{key}"] = value_range(tr.softmax)
-                numbers[f"cxs_val_rd_{key}"] = value_range(rd.value)
-            v = share_verdict(first, twins)
-            numbers[f"{tag}_v_{key}"] = v
-            verdicts.append(v)
-            parts.append(f"{key} {name}: ⟨J̄_A, Ū⟩/‖Ū‖² median {_median_ci(first)} trained, twins' medians "
-                         f"{value_range(twins.med)} → {v}")
-    return Findings(numbers, {"models": models, "measured": "; ".join(parts) + " (A = Fₜ single token, the "
-                              "attention core's Jacobian in context)", "verdict": combined_verdict(verdicts)})
-
-
 def angle_summary(angles: pd.DataFrame) -> pd.DataFrame:
     """Section 6.2 per (model, Jacobian subspace, trained or pooled twins): ``layers_aligned`` (closer than
     chance at FDR 5%), ``n`` (layers, over every seed), ``theta_min``, ``theta_median`` and ``chance_5pct``
@@ -727,53 +626,17 @@ def angle_summary(angles: pd.DataFrame) -> pd.DataFrame:
          .agg(layers_aligned=("aligned", "sum"), n=("aligned", "size"), theta_min=("theta", "min"),
               theta_median=("theta", "median"), chance_5pct=("chance_lo", "median")))
     s["layers_aligned"] = s.layers_aligned.astype(int)
-    s = s.assign(series=np.where(s.random, _twin_label(angles), "trained")).drop(columns="random")
+    s = s.assign(series=np.where(s.random, twin_label(angles), "trained")).drop(columns="random")
     return s[["model", "target", "series", "layers_aligned", "n", "theta_min", "theta_median", "chance_5pct"]]
 
 
-def angle_findings(angles: pd.DataFrame, models: str, k: int) -> Findings:
-    """Section 6.2 (claim TV2): how often ``v₁(F_t)`` is closer than chance to a Jacobian subspace.
-
-    Glued: ``al_<key>_<i>_tr`` / ``_rd`` ("a of n" layers for subspace ``i`` of :data:`ANGLE_TARGETS`),
-    ``al_tot_tr`` / ``al_tot_rd`` (all pairs), ``ml_theta_min`` and ``ml_chance`` (MiniLM's best angle and
-    its chance quantiles), ``dec_th_l2`` / ``dec_th_l3`` (the trained decoder's eigenvector angles in layers
-    2 and 3). The claim: not reproduced if under half the trained pairs are aligned, reproduced if the
-    trained share beats the twins' by more than 0.2, else not specific to training.
-    """
-    summary = angle_summary(angles)
-    twin = _twin_label(angles)
-
-    def aligned(key: str, target: str, random: bool) -> tuple[int, int]:
-        s = summary[(summary.model == key) & (summary.target == target)
-                    & (summary.series == (twin if random else "trained"))].iloc[0]
-        return int(s.layers_aligned), int(s.n)
-
-    keys = list(pd.unique(angles.model))
-    numbers: dict[str, Any] = {}
-    for key in keys:
-        for i, target in enumerate(ANGLE_TARGETS):
-            numbers[f"al_{key}_{i}_tr"] = "{} of {}".format(*aligned(key, target, False))
-            numbers[f"al_{key}_{i}_rd"] = "{} of {}".format(*aligned(key, target, True))
-    tot_tr, n_tr = (sum(aligned(key, t, False)[j] for key in keys for t in ANGLE_TARGETS) for j in (0, 1))
-    tot_rd, n_rd = (sum(aligned(key, t, True)[j] for key in keys for t in ANGLE_TARGETS) for j in (0, 1))
-    frac_tr, frac_rd = tot_tr / n_tr, tot_rd / n_rd
-    numbers["al_tot_tr"] = f"{tot_tr} of {n_tr}"
-    numbers["al_tot_rd"] = f"{tot_rd} of {n_rd}"
-    ang_tr = angles[~angles.random]
-    ml = angles[angles.model == "MiniLM"]
-    numbers["ml_theta_min"] = f"{ang_tr[ang_tr.model == 'MiniLM'].theta.min():.0f}°"
-    numbers["ml_chance"] = f"{ml.chance_lo.min():.0f}–{ml.chance_lo.max():.0f}°"
-    dec_eig = ang_tr[(ang_tr.model == "decoder") & (ang_tr.target == ANGLE_TARGETS[0])].set_index("layer").theta
-    numbers["dec_th_l2"] = f"{dec_eig[2]:.0f}°"
-    numbers["dec_th_l3"] = f"{dec_eig[3]:.0f}°"
-    eig_tr = {key: aligned(key, ANGLE_TARGETS[0], False) for key in keys}
-    measured = ("; ".join(f"{key}: v₁(Fₜ) closer than chance (FDR 5%) to J̄ₜ's top-{k} eigenvectors in "
-                          f"{eig_tr[key][0]} of {eig_tr[key][1]} layers" for key in keys)
-                + f"; all four subspaces: {tot_tr} of {n_tr} (layer, subspace) pairs trained, {tot_rd} of "
-                  f"{n_rd} at random init")
-    verdict = ("not reproduced" if frac_tr < 0.5 else "reproduced" if frac_tr > frac_rd + 0.2
-               else "not specific to training")
-    return Findings(numbers, {"models": models + f"; K = {k}", "measured": measured, "verdict": verdict})
+def angle_verdict(frac_trained: float, frac_twins: float) -> str:
+    """Claim TV2's rule [ours] from the fractions of (layer, subspace) pairs where ``v₁(F_t)`` is closer than
+    chance at FDR 5% (:func:`angle_summary`), trained and pooled twins: "not reproduced" if under one half of
+    the trained pairs are, "reproduced" if the trained fraction beats the twins' by more than 0.2, else "not
+    specific to training"."""
+    return ("not reproduced" if frac_trained < 0.5 else "reproduced" if frac_trained > frac_twins + 0.2
+            else "not specific to training")
 
 
 RATE_PROPERTIES: tuple[tuple[str, str], ...] = (("radius_J", "ρ(J̄)"), ("delta_H", "δ_H"), ("erank", "erank(J̄)"))
@@ -812,7 +675,8 @@ RATE_STRONG = 0.8
 """The effect the test must see for an absence to count [ours: a strong rank correlation, ρ = 0.8]."""
 
 
-def _design_label(n: int, variants: int) -> str:
+def design_label(n: int, variants: int) -> str:
+    """``"6 layers × 3 variants"``: the ``design`` of a :func:`rate_power` row (``n`` layers per variant)."""
     return f"{n} layers × {variants} variant{'s' if variants > 1 else ''}"
 
 
@@ -833,63 +697,20 @@ def rate_power(rt: pd.DataFrame, layers: int, *, effects: Sequence[float] = RATE
         i = designs.index(dg)
         one = br.spearman_power(designs, effects, planted=[i], reps=reps, seed=seed + 1)[:, i]
         for e, pa, po in zip(effects, every[:, i], one):
-            rows.append({"effect": float(e), "design": _design_label(*dg), "n": dg[0], "variants": dg[1],
+            rows.append({"effect": float(e), "design": design_label(*dg), "n": dg[0], "variants": dg[1],
                          "power_all": float(pa), "power_one": float(po), "reps": reps})
     return pd.DataFrame(rows)
 
 
-def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, models: str) -> Findings:
-    """Section 6.3 (claim TV3): ``rt`` from :func:`rate_tests`, ``power`` from :func:`rate_power`.
-
-    Glued: ``dec_rho1`` (ρ(J̄) of the trained decoder's block 1), ``rt_sig_tr`` / ``rt_sig_rd`` (tests
-    significant at FDR 5%), ``rt_n`` (trained tests), ``rt_r_tr`` / ``rt_r_rd`` (ranges of r), ``rt_null``
-    (the nulls' central 95%), ``rt_best`` (the trained test with the smallest p: its property, model, r, interval,
-    p and q), ``rt_dir`` (trained coefficients with the predicted sign, :data:`RATE_PREDICTED`), ``rt_p_perfect``
-    / ``rt_p_next`` (the two smallest p-values six layers can give), ``rt_bh_lone`` (the p a lone rejection
-    needs), ``rt_pw_tr_<e>`` / ``rt_pw_rd_<e>`` / ``rt_pw1_tr_<e>`` / ``rt_pw1_rd_<e>`` (power, all planted or one,
-    trained design and twins' design, at ``e`` = 10 × the effect, whose value is ``rt_e_<e>``), ``rt_reps`` (replicates per
-    effect) and ``rt_strong`` (:data:`RATE_STRONG`).
-
-    The verdict: "reproduced" if every trained test is significant, "partly reproduced" if some are; with
-    none, "not reproduced" only if the trained design's power at :data:`RATE_STRONG` (every test planted) is
-    at least 0.8, else "inconclusive (underpowered)" (:func:`lib.chapters.jacobian_funnel.power_qualified`).
-    """
-    tr, rd = rt[rt.series == "trained"], rt[rt.series == "random init"]
-    sig_tr, sig_rd = int((tr.q < 0.05).sum()), int((rd.q < 0.05).sum())
-    dec1 = rates[(rates.model == "decoder") & ~rates.random & (rates.layer == 1)].radius_J.iloc[0]
-    best = tr.loc[tr.p.idxmin()]
-    sign = np.sign(tr.r) == tr["J̄ property"].map(RATE_PREDICTED)
-    n_layers = int(rates.layer.max())
-    values, prob = br.spearman_null(n_layers, 1)
-    p_sorted = np.unique(br.two_sided_p(values, (values, prob)))
-    numbers: dict[str, Any] = {
-        "dec_rho1": f"{dec1:.0f}", "rt_sig_tr": sig_tr, "rt_sig_rd": sig_rd, "rt_n": len(tr),
-        "rt_r_tr": f"{tr.r.min():+.2f} to {tr.r.max():+.2f}", "rt_r_rd": f"{rd.r.min():+.2f} to {rd.r.max():+.2f}",
-        "rt_null": f"{rt.null_lo.min():+.2f} to {rt.null_hi.max():+.2f}",
-        "rt_best": (f"{best.model}'s {best['J̄ property']}, r = {best.r:+.2f} (95% interval {best.lo:+.2f} to "
-                    f"{best.hi:+.2f}, p = {best.p:.3f}, q = {best.q:.2f})"),
-        "rt_dir": f"{int(sign.sum())} of {len(tr)}", "rt_p_perfect": f"{p_sorted[0]:.4f}",
-        "rt_p_next": f"{p_sorted[1]:.3f}", "rt_bh_lone": f"{0.05 / len(rt):.4f}", "rt_strong": f"{RATE_STRONG:.1f}"}
-    tr_design, rd_design = _design_label(n_layers, 1), _design_label(n_layers, int(rd.variants.max()))
-    numbers["rt_reps"] = int(power.reps.iloc[0])
-    for e, g in power.groupby("effect"):
-        tag = f"{round(10 * e)}"
-        numbers[f"rt_e_{tag}"] = f"{e:.1f}"
-        numbers[f"rt_pw_tr_{tag}"] = f"{g[g.design == tr_design].power_all.iloc[0]:.2f}"
-        numbers[f"rt_pw1_tr_{tag}"] = f"{g[g.design == tr_design].power_one.iloc[0]:.2f}"
-        numbers[f"rt_pw_rd_{tag}"] = f"{g[g.design == rd_design].power_all.iloc[0]:.2f}"
-        numbers[f"rt_pw1_rd_{tag}"] = f"{g[g.design == rd_design].power_one.iloc[0]:.2f}"
-    strong = power[power.design == tr_design]
-    pw_strong = float(strong.set_index("effect").power_all.get(RATE_STRONG, np.nan))
-    verdict = "not reproduced" if sig_tr == 0 else "partly reproduced" if sig_tr < len(tr) else "reproduced"
-    verdict = power_qualified(verdict, strong.effect, strong.power_all, at_r=RATE_STRONG)
-    measured = (f"within-variant Spearman of gap ratio with ρ(J̄), δ_H, erank(J̄): {tr.r.min():+.2f} "
-                f"to {tr.r.max():+.2f} trained ({int(sign.sum())} of {len(tr)} with the predicted sign; "
-                f"strongest {best['J̄ property']} in {best.model}, r = {best.r:+.2f}, p = {best.p:.3f}), "
-                f"{sig_tr} of {len(tr)} significant at FDR 5% (permutation null 95%: {rt.null_lo.min():+.2f} to "
-                f"{rt.null_hi.max():+.2f}); power at a planted ρ = {RATE_STRONG:.1f} with {n_layers} layers: "
-                f"{pw_strong:.2f}; random init {sig_rd} of {len(rd)} (r {rd.r.min():+.2f} to {rd.r.max():+.2f})")
-    return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
+def rate_verdict(n_significant: int, n_tests: int, power: pd.DataFrame, design: str) -> str:
+    """Claim TV3's rule: "reproduced" if all ``n_tests`` trained tests of :func:`rate_tests` are significant at
+    FDR 5%, "partly reproduced" if ``n_significant`` of them are; with none, "not reproduced" only if the
+    trained ``design``'s power at :data:`RATE_STRONG` (every test planted; ``power`` from :func:`rate_power`)
+    is at least 0.8, else "inconclusive (underpowered)" (:func:`lib.chapters.jacobian_funnel.power_qualified`)."""
+    strong = power[power.design == design]
+    verdict = ("not reproduced" if n_significant == 0 else "partly reproduced" if n_significant < n_tests
+               else "reproduced")
+    return power_qualified(verdict, strong.effect, strong.power_all, at_r=RATE_STRONG)
 
 
 GAMMA_VIEWS: tuple[str, str] = ("Fₜ: v₁", "J̄ₜ: v₁")
@@ -900,62 +721,21 @@ def gamma_summary(gam: pd.DataFrame) -> pd.DataFrame:
     """Section 6.4 per (model, trained or pooled twins, view): the range of γ_t over its chance level, the
     layers whose γ_t / ρ_t beat their null at FDR 5%, the range of ρ_t and the number of layers."""
     return (gam.assign(g_sig=gam.q_gamma < 0.05, r_sig=gam.q_rho < 0.05, ratio=gam.gamma / gam.chance,
-                       series=np.where(gam.random, _twin_label(gam), "trained"))
+                       series=np.where(gam.random, twin_label(gam), "trained"))
             .groupby(["model", "series", "view"], as_index=False)
             .agg(gamma_over_chance_min=("ratio", "min"), gamma_over_chance_max=("ratio", "max"),
                  gamma_above_null=("g_sig", "sum"), rho_min=("rho", "min"), rho_max=("rho", "max"),
                  rho_above_null=("r_sig", "sum"), layers=("layer", "size")))
 
 
-def gamma_findings(gam: pd.DataFrame, d: Mapping[str, int], models: str) -> Findings:
-    """Section 6.4 (claim TV4): γ_t and ρ_t against ``v₁(F_t)`` and against ``v₁(J̄_t)``.
-
-    Glued: ``ch_ml_<k>`` / ``ch_dec_<k>`` (chance levels for k = 1, 2 at the width ``d[key]``), per key and
-    view (F, J): ``g4_<key>_<F|J>_ratio`` (γ/chance range), ``_g`` and ``_r`` ("a of n" layers above the null,
-    trained), ``_g_rd`` and ``_r_rd`` (twins); ``g4_<key>_Jwins`` (layers where J̄'s direction gives the larger
-    ratio); ``g4_sigF`` / ``g4_sigJ`` (trained layers with γ_t or ρ_t above the null) and their ``_rd``. The
-    claim needs the J̄ view ahead by at least two layers, and ahead of the twins.
-    """
-    g4 = gamma_summary(gam)
-    twin = _twin_label(gam)
-    numbers: dict[str, Any] = {}
-    for key in d:
-        for k in (1, 2):
-            numbers[f"ch_{'ml' if key == 'MiniLM' else 'dec'}_{k}"] = f"{als.baseline_subspace(d[key], k):.4f}"
-
-    def row(key: str, series: str, view: str) -> pd.Series:
-        return g4[(g4.model == key) & (g4.series == series) & (g4.view == view)].iloc[0]
-
-    for key in d:
-        for view, tag in zip(GAMMA_VIEWS, ("F", "J")):
-            r, rr = row(key, "trained", view), row(key, twin, view)
-            numbers[f"g4_{key}_{tag}_ratio"] = f"{r.gamma_over_chance_min:.2f}–{r.gamma_over_chance_max:.2f}"
-            numbers[f"g4_{key}_{tag}_g"] = f"{int(r.gamma_above_null)} of {int(r.layers)}"
-            numbers[f"g4_{key}_{tag}_r"] = f"{int(r.rho_above_null)} of {int(r.layers)}"
-            numbers[f"g4_{key}_{tag}_g_rd"] = f"{int(rr.gamma_above_null)} of {int(rr.layers)}"
-            numbers[f"g4_{key}_{tag}_r_rd"] = f"{int(rr.rho_above_null)} of {int(rr.layers)}"
-        tr = gam[(gam.model == key) & ~gam.random]
-        ratio = {v: (tr[tr.view == v].gamma / tr[tr.view == v].chance).to_numpy() for v in GAMMA_VIEWS}
-        wins = int((ratio[GAMMA_VIEWS[1]] > ratio[GAMMA_VIEWS[0]]).sum())
-        numbers[f"g4_{key}_Jwins"] = f"{wins} of {len(ratio[GAMMA_VIEWS[0]])}"
-    either = "q_gamma < 0.05 or q_rho < 0.05"
-    sig = {v: int(gam[(~gam.random) & (gam.view == v)].eval(either).sum()) for v in GAMMA_VIEWS}
-    sig_rd = {v: int(gam[gam.random & (gam.view == v)].eval(either).sum()) for v in GAMMA_VIEWS}
-    n_tr = int(((~gam.random) & (gam.view == GAMMA_VIEWS[0])).sum())
-    n_rd = int((gam.random & (gam.view == GAMMA_VIEWS[0])).sum())
-    F, J = GAMMA_VIEWS
-    numbers.update(g4_sigF=f"{sig[F]} of {n_tr}", g4_sigJ=f"{sig[J]} of {n_tr}",
-                   g4_sigF_rd=f"{sig_rd[F]} of {n_rd}", g4_sigJ_rd=f"{sig_rd[J]} of {n_rd}")
-    j_better = sig[J] >= sig[F] + 2  # at least two layers more of the twelve [ours]
-    measured = ("; ".join(f"{key}: γₜ/chance {row(key, 'trained', F).gamma_over_chance_min:.2f}–"
-                          f"{row(key, 'trained', F).gamma_over_chance_max:.2f} (F view) vs "
-                          f"{row(key, 'trained', J).gamma_over_chance_min:.2f}–"
-                          f"{row(key, 'trained', J).gamma_over_chance_max:.2f} (J̄ view)" for key in d)
-                + f"; layers with γₜ or ρₜ above the random-subspace null (FDR 5%): F view {sig[F]} of "
-                  f"{n_tr}, J̄ view {sig[J]} of {n_tr} trained; twins {sig_rd[F]} and {sig_rd[J]} of {n_rd}")
-    verdict = ("not reproduced" if not j_better else
-               "not specific to training" if sig_rd[J] / n_rd >= sig[J] / n_tr else "reproduced")
-    return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
+def gamma_verdict(sig_F: int, sig_J: int, sig_J_twins: int, n_trained: int, n_twins: int) -> str:
+    """Claim TV4's rule [ours] from the layers whose γ_t or ρ_t beats the random-subspace null at FDR 5%:
+    "not reproduced" unless the J̄ view (``sig_J`` of the ``n_trained`` trained layers) is ahead of the F view
+    (``sig_F``) by at least two layers (of the twelve); then "not specific to training" if the twins' J̄ view
+    (``sig_J_twins`` of ``n_twins``) does as well in proportion, else "reproduced"."""
+    if not sig_J >= sig_F + 2:
+        return "not reproduced"
+    return "not specific to training" if sig_J_twins / n_twins >= sig_J / n_trained else "reproduced"
 
 
 def context_twins(views: TwinViews, n: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -990,57 +770,11 @@ def perturbation_twins(views: TwinViews, eps: Sequence[float], layer: int = 2) -
     return pd.concat(parts, ignore_index=True)
 
 
-def _slope(df: pd.DataFrame) -> float:
-    """Log–log slope of the error over 1e-3 ≤ ε ≤ 1e-1 (1: a right Jacobian's error falls like ε)."""
-    s = df[(df.eps >= 1e-3) & (df.eps <= 1e-1)]
-    return float(np.polyfit(np.log(s.eps), np.log(s.error), 1)[0])
-
-
-def context_findings(ctx: pd.DataFrame, funnel: pd.DataFrame, pert: pd.DataFrame, models: str) -> Findings:
-    """Section 6.5 (claim TV5): the single-token against the in-context Jacobian.
-
-    Glued per key: ``pt_slope_<key>`` (the in-context error's slope), ``pt_single_<key>`` / ``pt_ctx_<key>``
-    (errors at ε = 1e-3), ``cx_tr_<key>`` / ``cx_rd_<key>`` (ranges of the relative difference),
-    ``cx_th_<key>`` (the eigenvector angles both ways), ``cx_er_<key>`` (the funnel's erank both ways);
-    ``cx_fc_diff`` (largest change of a complex fraction), ``cx_median``, and ``ex_rel_first`` (the trained
-    decoder's first-prompt differences per layer, the answer of exercise 6.3). The claim holds when the
-    median difference is under 0.2.
-    """
-    numbers: dict[str, Any] = {}
-    for key in pd.unique(ctx.model):
-        p = pert[pert.model == key]
-        pc, ps = p[p.jacobian == "in-context"], p[p.jacobian == "single-token"]
-        numbers[f"pt_slope_{key}"] = f"{_slope(pc):.2f}"
-        numbers[f"pt_single_{key}"] = f"{ps[ps.eps == 1e-3].error.iloc[0]:.2f}"
-        numbers[f"pt_ctx_{key}"] = f"{pc[pc.eps == 1e-3].error.iloc[0]:.1e}"
-        c = ctx[ctx.model == key]
-        tr_c = c[~c.random]
-        numbers[f"cx_tr_{key}"] = value_range(tr_c.rel_diff)
-        numbers[f"cx_rd_{key}"] = value_range(c[c.random].rel_diff)
-        numbers[f"cx_th_{key}"] = (f"{tr_c.theta_single.min():.0f}–{tr_c.theta_single.max():.0f}° single-token vs "
-                                   f"{tr_c.theta_ctx.min():.0f}–{tr_c.theta_ctx.max():.0f}° in-context")
-        f_ = funnel[(funnel.model == key) & (funnel.series == "trained")].iloc[0]
-        numbers[f"cx_er_{key}"] = f"{f_['funnel erank, single-token']:.1f} vs {f_['funnel erank, in-context']:.1f}"
-    numbers["cx_fc_diff"] = f"{(ctx.fC_single - ctx.fC_ctx).abs().max():.2f}"
-    numbers["cx_median"] = f"{ctx.rel_diff.median():.2f}"
-    first = ctx[(ctx.model == "decoder") & ~ctx.random].sort_values("layer").rel_first
-    numbers["ex_rel_first"] = ", ".join(f"{r:.3f}" for r in first)
-    keys = list(pd.unique(ctx.model))
-
-    def single_at(key: str) -> float:
-        p = pert[(pert.model == key) & (pert.jacobian == "single-token") & (pert.eps == 1e-3)]
-        return float(p.error.iloc[0])
-
-    measured = ("; ".join(f"{key}: ‖J_ctx − J_single‖/‖J_ctx − R‖ "
-                          f"{value_range(ctx[(ctx.model == key) & ~ctx.random].rel_diff)} trained, "
-                          f"{value_range(ctx[(ctx.model == key) & ctx.random].rel_diff)} random init" for key in keys)
-                + "; finite-perturbation error slope of the in-context Jacobian "
-                + ", ".join(f"{_slope(pert[(pert.model == key) & (pert.jacobian == 'in-context')]):.2f}"
-                            for key in keys)
-                + ", single-token error at ε = 1e-3: "
-                + ", ".join(f"{single_at(key):.2f}" for key in keys))
-    verdict = "reproduced" if bool(ctx.rel_diff.median() < 0.2) else "not reproduced"
-    return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
+def context_verdict(rel_diff: pd.Series) -> str:
+    """Claim TV5's rule [ours]: "reproduced" when the single-token Jacobian is close to the in-context one, the
+    median of ``rel_diff`` (:func:`context_table`, over every model and layer) under 0.2, else "not
+    reproduced"."""
+    return "reproduced" if bool(rel_diff.median() < 0.2) else "not reproduced"
 
 
 STEERING_QUANTITIES: dict[str, str] = {
@@ -1065,118 +799,36 @@ def steering_twins(views: TwinViews, words: Mapping[str, str], alphas: Sequence[
         return v.tag(sv).assign(weights=series)
 
     steer = pd.concat(map_matrices(one, list(views.items())), ignore_index=True)
-    steer["series"] = np.where(steer.random, _twin_label(steer.assign(series=steer.weights)), "trained")
+    steer["series"] = np.where(steer.random, twin_label(steer.assign(series=steer.weights)), "trained")
     return steer
 
 
-def steering_findings(steer: pd.DataFrame, models: str, alphas: Sequence[float]) -> Findings:
-    """Section 6.6 (claim TV6): the O-edit seen by both views.
+def steering_saturating(steer: pd.DataFrame, alpha: float) -> tuple[list[str], list[str]]:
+    """The model keys of :func:`steering_twins` (in table order) whose tokens saturate at ``alpha``: the whole
+    prompt-bootstrap interval of ``tokens`` below 0.95, for the trained model and for every one of its twins."""
+    keys = list(pd.unique(steer.model))
+    top = steer[steer.alpha == alpha]
+    tr = top[~top.random]
+    trained = [key for key in keys if float(tr[tr.model == key].tokens_hi.iloc[0]) < 0.95]
+    twins = [key for key in keys if (top[top.random & (top.model == key)].tokens_hi < 0.95).all()]
+    return trained, twins
 
-    Glued per key and column of :data:`STEERING_QUANTITIES` (and ``share``): ``st_<key>_<col>`` at the
-    largest α, ``_5``, ``_20``, ``_0`` at α = 5, 20, 0, ``_rd`` (the twins' range at the largest α); with
-    intervals: ``st_<key>_tokens_ci``, ``_tokens_5_ci``, ``_J_write_0_ci``, ``_J_write_ci``; and
-    ``st_saturating`` / ``st_twins_saturating`` (models whose token interval stays under 0.95 at the largest
-    α). The claim is reproduced when, in every saturating model, a(W̄u, u) at α = 0 predicts the level (within
-    0.05) and the Jacobian view decouples at the largest α; partly when it only decouples.
-    """
+
+def steering_verdict(steer: pd.DataFrame, alphas: Sequence[float]) -> str:
+    """Claim TV6's rule [ours] on :func:`steering_twins`: "not reproduced" if no trained model saturates at the
+    largest α (:func:`steering_saturating`); "reproduced" when, in every saturating model, a(W̄u, u) at α = 0
+    predicts the token level at the largest α (within 0.05) and the Jacobian view decouples there (the upper end
+    of a(W̄u, u)'s interval under half the lower end at α = 0, and |⟨s₁, u⟩| under half its maximum over α);
+    "partly reproduced" when it only decouples."""
     tr = steer[~steer.random]
     a_max = max(alphas)
 
     def at(key: str, alpha: float, col: str) -> float:
         return float(tr[(tr.model == key) & (tr.alpha == alpha)][col].iloc[0])
 
-    def ci(key: str, alpha: float, col: str) -> str:
-        r = tr[(tr.model == key) & (tr.alpha == alpha)].iloc[0]
-        return f"{r[col]:.3f} [{r[col + '_lo']:.3f}, {r[col + '_hi']:.3f}]"
-
-    def twin_range(key: str, alpha: float, col: str) -> str:
-        return value_range(steer[steer.random & (steer.model == key) & (steer.alpha == alpha)][col])
-
-    keys = list(pd.unique(steer.model))
-    numbers: dict[str, Any] = {}
-    for key in keys:
-        for col in ("spectral", "J_sv", "J_write", "tokens", "share"):
-            numbers[f"st_{key}_{col}"] = f"{at(key, a_max, col):.3f}"
-            numbers[f"st_{key}_{col}_5"] = f"{at(key, 5, col):.3f}"
-            numbers[f"st_{key}_{col}_20"] = f"{at(key, 20, col):.3f}"
-            numbers[f"st_{key}_{col}_0"] = f"{at(key, 0, col):.3f}"
-            numbers[f"st_{key}_{col}_rd"] = twin_range(key, a_max, col)
-        numbers[f"st_{key}_tokens_ci"] = ci(key, a_max, "tokens")
-        numbers[f"st_{key}_tokens_5_ci"] = ci(key, 5, "tokens")
-        numbers[f"st_{key}_J_write_0_ci"] = ci(key, 0, "J_write")
-        numbers[f"st_{key}_J_write_ci"] = ci(key, a_max, "J_write")
-    top = steer[steer.alpha == a_max]
-    saturating = [key for key in keys if at(key, a_max, "tokens_hi") < 0.95]  # the whole interval below 0.95
-    twins_saturating = [key for key in keys if (top[top.random & (top.model == key)].tokens_hi < 0.95).all()]
+    saturating, _ = steering_saturating(steer, a_max)
     level_ok = all(abs(at(key, 0, "J_write") - at(key, a_max, "tokens")) < 0.05 for key in saturating)
     decouples = all(at(key, a_max, "J_write_hi") < 0.5 * at(key, 0, "J_write_lo")
                     and at(key, a_max, "J_sv") < 0.5 * tr[tr.model == key].J_sv.max() for key in saturating)
-    numbers["st_saturating"] = ", ".join(saturating) if saturating else "none"
-    numbers["st_twins_saturating"] = ", ".join(twins_saturating) if twins_saturating else "none"
-    measured = "; ".join(f"{key} at α = {a_max}: F view {at(key, a_max, 'spectral'):.3f}, tokens "
-                         f"{ci(key, a_max, 'tokens')} (twins {twin_range(key, a_max, 'tokens')}), "
-                         f"J̄ view a(W̄u, u) {ci(key, 0, 'J_write')} at α = 0 → {ci(key, a_max, 'J_write')}, "
-                         f"|⟨s₁, u⟩| max {tr[tr.model == key].J_sv.max():.3f} → {at(key, a_max, 'J_sv'):.3f}"
-                         for key in keys)
-    verdict = ("not reproduced" if not saturating else "reproduced" if level_ok and decouples
-               else "partly reproduced" if decouples else "not reproduced")
-    return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
-
-
-# -- tables for the reader: words, not column names ---------------------------------------------------------------
-_LABELS: dict[str, dict[str, str]] = {
-    "share": {"model": "model", "series": "weights", "protocol": "protocol", "layer": "layer",
-              "attn": "attention path: ⟨J̄_A, Ū⟩ / ‖Ū‖²", "ci": "95% CI", "value": "of it, own value path",
-              "softmax": "of it, softmax paths", "avoid": "the rest: ⟨Ū − J̄_A, Ū⟩ / ‖Ū‖²",
-              "size_attn": "‖J̄_A‖ / ‖Ū‖",
-              "size_avoid": "‖Ū − J̄_A‖ / ‖Ū‖", "sigma_size": "σ₁(J̄_F) / σ₁(Ū)"},
-    "angles": {"model": "model", "target": "Jacobian subspace", "series": "weights",
-               "layers_aligned": "layers closer than chance (FDR 5%)", "n": "layers (all seeds)",
-               "theta_min": "smallest θ₁ (°)", "theta_median": "median θ₁ (°)",
-               "chance_5pct": "5% quantile of chance (°)"},
-    "rates": {"model": "model", "series": "weights", "J̄ property": "J̄ property", "variants": "variants",
-              "r": "Spearman r (within variants)", "ci": "95% CI", "null": "permutation null, central 95%",
-              "p": "p", "q": "q (BH)"},
-    "power": {"effect": "planted ρ", "design": "test", "power_all": "power, ρ planted in every test",
-              "power_one": "power, ρ planted in this test alone"},
-    "gamma": {"model": "model", "series": "weights", "view": "basis",
-              "gamma_over_chance": "γₜ / chance (range)", "gamma_above_null": "layers with γₜ above null",
-              "rho": "ρₜ (range)", "rho_above_null": "layers with ρₜ above null", "layers": "layers (all seeds)"},
-    "context": {"model": "model", "series": "weights", "layer": "layer",
-                "rel_diff": "relative difference (median over prompts)", "radius_single": "ρ(J̄), single token",
-                "radius_ctx": "ρ(J̄), in context", "fC_single": "complex fraction, single token",
-                "fC_ctx": "complex fraction, in context", "theta_single": "θ₁ to v₁(Fₜ), single token (°)",
-                "theta_ctx": "θ₁ to v₁(Fₜ), in context (°)"},
-    "funnel": {"model": "model", "series": "weights", "prompts": "prompts",
-               "funnel erank, single-token": "funnel erank, single token",
-               "funnel erank, in-context": "funnel erank, in context"},
-    "steering": {"model": "model", "weights": "weights", "alpha": "α|c| / |λ₁|",
-                 "spectral": "|⟨v₁(F_L′), u⟩|", "J_sv": "|⟨s₁(Ū_L), u⟩|", "J_write": "a(W̄u, u)",
-                 "share": "‖J̄_F‖ / ‖Ū‖", "tokens": "tokens: mean a(x, u)"},
-}
-
-
-def _signed_interval(lo: Any, hi: Any, fmt: str = ".3f") -> list[str]:
-    """``"lo to hi"`` per pair (an en dash between signed numbers, "-1.000–-0.363", reads as a minus)."""
-    return [t if t == "–" else t.replace("–", " to ") for t in interval_text(lo, hi, fmt)]
-
-
-def readable(df: pd.DataFrame, kind: str) -> pd.DataFrame:
-    """A chapter-6 table with the reader's column labels, in the order of the page.
-
-    ``kind`` is one of ``"share"``, ``"angles"``, ``"rates"``, ``"power"``, ``"gamma"``, ``"context"``, ``"funnel"``,
-    ``"steering"``; intervals become one ``"lo–hi"`` text column (:func:`lib.page.tables.interval_text`), ranges
-    (``*_min`` / ``*_max``) one ``"min–max"`` column. The data are not changed, only selected and renamed.
-    """
-    if kind not in _LABELS:
-        raise ValueError(f"kind must be one of {sorted(_LABELS)}, got {kind!r}")
-    df = df.copy()
-    if kind == "share":  # signed: a share below 0 is a path that cancels part of the others
-        df["ci"] = _signed_interval(df.attn_lo, df.attn_hi)
-    elif kind == "rates":  # signed: "-0.771 to 0.829", not "-0.771–0.829"
-        df["ci"], df["null"] = _signed_interval(df.lo, df.hi), _signed_interval(df.null_lo, df.null_hi)
-    elif kind == "gamma":
-        df["gamma_over_chance"] = interval_text(df.gamma_over_chance_min, df.gamma_over_chance_max, ".2f")
-        df["rho"] = interval_text(df.rho_min, df.rho_max)
-    labels = _LABELS[kind]
-    return df[list(labels)].rename(columns=labels)
+    return ("not reproduced" if not saturating else "reproduced" if level_ok and decouples
+            else "partly reproduced" if decouples else "not reproduced")

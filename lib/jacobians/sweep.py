@@ -51,6 +51,7 @@ __all__ = [
     "batched_jacobians",
     "block_fn",
     "in_context_jacobian",
+    "in_context_stack",
     "last_token_index",
     "mlp_width",
     "layer_jacobian",
@@ -354,6 +355,30 @@ def in_context_jacobian(model: SpectralModel, t: int, H: torch.Tensor | np.ndarr
 
     with torch.no_grad(), _mlp_at_row(model, t, T):
         return torch.func.jacrev(f)(H[T]).double()
+
+
+def in_context_stack(model: SpectralModel, states: Sequence[torch.Tensor | np.ndarray],
+                     positions: Sequence[int]) -> np.ndarray:
+    """In-context diagonal blocks ``∂h_{t+1}[T]/∂h_t[T]`` of every block (other positions fixed), for several
+    sequences at once (chapter 6).
+
+    Args:
+        states: per sequence, its residual stream ``(L+1, n, d)`` (:meth:`hidden_states`).
+        positions: per sequence, the position ``T``.
+    Returns:
+        float64 ``(L, len(states), d, d)``: per block, all sequences at once in closed form
+        (:func:`lib.jacobians.in_context.in_context_jacobians_closed`), or, for a model without one, autodiff
+        (:func:`in_context_jacobian`) sequence by sequence.
+    """
+    L, d = model.n_layers, model.d_model
+    out = np.zeros((L, len(states), d, d))
+    for t in range(L):
+        if in_context.supports(model):
+            out[t] = in_context.in_context_jacobians_closed(model, t, [H[t] for H in states], positions).cpu().numpy()
+        else:
+            for p, (H, T) in enumerate(zip(states, positions)):
+                out[t, p] = in_context_jacobian(model, t, H[t], T, method="autodiff").cpu().numpy()
+    return out
 
 
 def last_token_index(model: SpectralModel, text: str) -> int:

@@ -1,23 +1,57 @@
-"""Altair figures of chapter 6 (two views of one layer). Every builder names its model(s) in the subtitle.
+"""Chapter 6's page (two views of one layer): its Altair charts, the numbers its prose states, its tables.
 
-Inputs are the long tables of :mod:`lib.chapters.two_views` with a ``model`` column (the family key, one panel
-each) and a ``series`` column (``"trained"``, ``"random init, seed 0"``, ...). Trained weights and their
-random-init twins have the book's colours (:func:`lib.page.plotting.model_color`); null bands, chance levels
-and reference lines are grey or black and have their own legend entry. Widths stay under 640 px; legends sit
-below the plot.
+The inputs are the long tables of :mod:`lib.chapters.two_views` (the chapter's runs over models and twins, its
+frames and verdict rules), with a ``model`` column (the family key, one panel each) and a ``series`` column
+(``"trained"``, ``"random init, seed 0"``, ...).
+
+* Charts (``*_chart``): every builder names its model(s) in the subtitle. Trained weights and their random-init
+  twins have the book's colours (:func:`lib.page.plotting.model_color`); null bands, chance levels and reference
+  lines are grey or black and have their own legend entry. Widths stay under 640 px; legends sit below the plot.
+* Findings (``*_findings``): each turns one section's tables into a :class:`Findings`, the chapter's one
+  convention for glue: the numbers its prose reads by name and its claim's row of the Results page, glued in
+  one call, ``glue_claim("TV1", **share_findings(...).glue())``. The verdicts come from the chapter's rules
+  (:func:`lib.chapters.two_views.share_verdict`, :func:`~lib.chapters.two_views.combined_verdict`, ...).
+* :func:`readable`: the tables the reader sees, with words for column names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
+from lib.chapters.two_views import (
+    ANGLE_TARGETS,
+    GAMMA_VIEWS,
+    RATE_PREDICTED,
+    RATE_STRONG,
+    angle_summary,
+    angle_verdict,
+    combined_verdict,
+    context_verdict,
+    design_label,
+    gamma_summary,
+    gamma_verdict,
+    rate_verdict,
+    share_verdict,
+    steering_saturating,
+    steering_verdict,
+    twin_label,
+)
+from lib.methods import alignment as als
+from lib.methods import bridge as br
+from lib.page import prose
 from lib.page.plotting import NULL_COLOR, OTHER_COLORS, model_kind, model_palette, titled
+from lib.page.tables import interval_text, value_range
 
-__all__ = ["REFERENCE_COLOR", "angle_chart", "context_chart", "gamma_chart", "perturbation_chart", "rates_chart",
-           "series_order", "share_chart", "steering_chart"]
+__all__ = ["REFERENCE_COLOR", "Findings", "angle_chart", "angle_findings", "context_chart",
+           "context_findings", "gamma_chart", "gamma_findings", "perturbation_chart", "rate_findings",
+           "rates_chart", "readable", "series_order", "share_chart", "share_findings", "steering_chart",
+           "steering_findings", "steering_long"]
 
 _LEGEND = alt.Legend(orient="bottom", columns=3, title=None, symbolOpacity=1)
 REFERENCE_COLOR = "#000000"
@@ -224,7 +258,7 @@ def steering_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
     """Both views of the O-edit against its strength: one row per quantity, one column per model, one line
     per model variant (``weights``: trained or a twin's seed) in the book's colours.
 
-    ``df`` long (:func:`lib.chapters.two_views.steering_long`): ``model``, ``weights``, ``alpha``, ``quantity``,
+    ``df`` long (:func:`steering_long`): ``model``, ``weights``, ``alpha``, ``quantity``,
     ``value`` and, where a prompt-bootstrap interval exists, ``lo``/``hi`` (drawn as a band).
     """
     base = alt.Chart().encode(
@@ -242,3 +276,400 @@ def steering_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
                     header=alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start", labelFontWeight="bold")),
         column=alt.Column("model:N", title=None, sort=list(pd.unique(df.model))))
     return _titled(chart, "steering", model, title, description)
+
+
+def steering_long(steer: pd.DataFrame, quantities: dict[str, str]) -> pd.DataFrame:
+    """:func:`lib.chapters.two_views.steering_views_at` tables (tagged with ``model``, ``series``, ``weights``,
+    as :func:`lib.chapters.two_views.steering_twins` gives them) in the long form of :func:`steering_chart`:
+    one row per quantity, labelled by ``quantities`` (column → label, e.g.
+    :data:`lib.chapters.two_views.STEERING_QUANTITIES`), with ``lo``/``hi`` where the quantity has an interval
+    (NaN otherwise)."""
+    parts = []
+    for col, label in quantities.items():
+        part = steer[["model", "series", "weights", "alpha"]].assign(quantity=label, value=steer[col])
+        has = f"{col}_lo" in steer
+        parts.append(part.assign(lo=steer[f"{col}_lo"] if has else np.nan, hi=steer[f"{col}_hi"] if has else np.nan))
+    return pd.concat(parts, ignore_index=True)
+
+
+# -- what the prose says: the numbers of each section and its row of the Results page ----------------------------
+@dataclass(frozen=True)
+class Findings:
+    """The numbers one section of chapter 6 writes into its prose, and its claim's row of the Results page.
+
+    The chapter's one convention for glue: a section's ``*_findings`` function returns one ``Findings``, and
+    the page glues it in one hidden call, ``glue_claim("TV1", **findings.glue())``; the prose then reads every
+    number by its name. A number is formatted here, once, never in the chapter's cells.
+
+    Attributes:
+        numbers: glue name → value (formatted text or int), read by the prose's ``{eval}`name```.
+        claim: ``models``, ``measured`` and ``verdict`` for :func:`lib.page.claims.glue_claim` (the chapter
+            calls it with the claim's id, which the Results page's test looks for in the chapter).
+    """
+
+    numbers: dict[str, Any]
+    claim: dict[str, str] = field(default_factory=dict)
+
+    def glue(self) -> dict[str, str]:
+        """Glue every number (:func:`lib.page.prose.glue`) and return :attr:`claim`, for
+        ``glue_claim("TV1", **findings.glue())``."""
+        for name, value in self.numbers.items():
+            prose.glue(name, value, display=False)
+        return self.claim
+
+
+def _median_ci(r: pd.Series) -> str:
+    return f"{r.med:.2f} [{r.med_lo:.2f}, {r.med_hi:.2f}]"
+
+
+def share_findings(share: pd.DataFrame, share_ctx: pd.DataFrame, models: str) -> Findings:
+    """Section 6.1 (claim TV1): the attention path's projection share of the update, per model key, on a
+    single token (``share``, ``TwinViews.table("share")``) and in context (``share_ctx``, the third table of
+    :func:`lib.chapters.two_views.context_twins`).
+
+    Glued per key, single token: ``sh_tr_<key>`` (range over layers of the trained share), ``sh_ci_<key>``
+    (its intervals' extent), ``sh_med_tr_<key>`` (median over layers with its interval), ``sh_rd_<key>`` /
+    ``sh_med_rd_<key>`` (the twins' per-layer range and their medians' range), ``sz_tr_<key>`` /
+    ``sz_av_<key>`` (sizes ‖J̄_F‖/‖Ū‖ and ‖Ū − J̄_F‖/‖Ū‖, ranges over layers); in context the same with
+    ``cx`` for ``sh`` (``cxs_tr_<key>``, ``cxs_ci_<key>``, ``cxs_med_tr_<key>``, ``cxs_rd_<key>``,
+    ``cxs_med_rd_<key>``, ``cxz_tr_<key>``, ``cxz_av_<key>``) and the value path's and softmax paths'
+    shares ``cxs_val_<key>``, ``cxs_soft_<key>``, ``cxs_val_rd_<key>``; the verdicts ``sh_v_<key>`` and
+    ``cxs_v_<key>`` (:func:`lib.chapters.two_views.share_verdict`). The claim's verdict is
+    :func:`lib.chapters.two_views.combined_verdict` of the four.
+    """
+    numbers: dict[str, Any] = {}
+    parts, verdicts = [], []
+    for key in pd.unique(share.model):
+        for tag, tab, name in (("sh", share, "single token"), ("cxs", share_ctx, "in context")):
+            z = "sz" if tag == "sh" else "cxz"
+            tr = tab[(tab.model == key) & ~tab.random]
+            rd = tab[(tab.model == key) & tab.random]
+            first, twins = tr.iloc[0], rd.groupby("series").first()
+            numbers[f"{tag}_tr_{key}"] = value_range(tr.attn)
+            numbers[f"{tag}_ci_{key}"] = f"{tr.attn_lo.min():.2f}–{tr.attn_hi.max():.2f}"
+            numbers[f"{tag}_med_tr_{key}"] = _median_ci(first)
+            numbers[f"{tag}_rd_{key}"] = value_range(rd.attn)
+            numbers[f"{tag}_med_rd_{key}"] = value_range(twins.med)
+            numbers[f"{z}_tr_{key}"] = value_range(tr.size_attn)
+            numbers[f"{z}_av_{key}"] = value_range(tr.size_avoid)
+            if tag == "cxs":
+                numbers[f"cxs_val_{key}"] = value_range(tr.value)
+                numbers[f"cxs_soft_{key}"] = value_range(tr.softmax)
+                numbers[f"cxs_val_rd_{key}"] = value_range(rd.value)
+            v = share_verdict(first, twins)
+            numbers[f"{tag}_v_{key}"] = v
+            verdicts.append(v)
+            parts.append(f"{key} {name}: ⟨J̄_A, Ū⟩/‖Ū‖² median {_median_ci(first)} trained, twins' medians "
+                         f"{value_range(twins.med)} → {v}")
+    return Findings(numbers, {"models": models, "measured": "; ".join(parts) + " (A = Fₜ single token, the "
+                              "attention core's Jacobian in context)", "verdict": combined_verdict(verdicts)})
+
+
+def angle_findings(angles: pd.DataFrame, models: str, k: int) -> Findings:
+    """Section 6.2 (claim TV2): how often ``v₁(F_t)`` is closer than chance to a Jacobian subspace.
+
+    Glued: ``al_<key>_<i>_tr`` / ``_rd`` ("a of n" layers for subspace ``i`` of
+    :data:`lib.chapters.two_views.ANGLE_TARGETS`), ``al_tot_tr`` / ``al_tot_rd`` (all pairs), ``ml_theta_min``
+    and ``ml_chance`` (MiniLM's best angle and its chance quantiles), ``dec_th_l2`` / ``dec_th_l3`` (the
+    trained decoder's eigenvector angles in layers 2 and 3). The claim's verdict is
+    :func:`lib.chapters.two_views.angle_verdict` of the aligned shares of the pairs, trained and twins.
+    """
+    summary = angle_summary(angles)
+    twin = twin_label(angles)
+
+    def aligned(key: str, target: str, random: bool) -> tuple[int, int]:
+        s = summary[(summary.model == key) & (summary.target == target)
+                    & (summary.series == (twin if random else "trained"))].iloc[0]
+        return int(s.layers_aligned), int(s.n)
+
+    keys = list(pd.unique(angles.model))
+    numbers: dict[str, Any] = {}
+    for key in keys:
+        for i, target in enumerate(ANGLE_TARGETS):
+            numbers[f"al_{key}_{i}_tr"] = "{} of {}".format(*aligned(key, target, False))
+            numbers[f"al_{key}_{i}_rd"] = "{} of {}".format(*aligned(key, target, True))
+    tot_tr, n_tr = (sum(aligned(key, t, False)[j] for key in keys for t in ANGLE_TARGETS) for j in (0, 1))
+    tot_rd, n_rd = (sum(aligned(key, t, True)[j] for key in keys for t in ANGLE_TARGETS) for j in (0, 1))
+    frac_tr, frac_rd = tot_tr / n_tr, tot_rd / n_rd
+    numbers["al_tot_tr"] = f"{tot_tr} of {n_tr}"
+    numbers["al_tot_rd"] = f"{tot_rd} of {n_rd}"
+    ang_tr = angles[~angles.random]
+    ml = angles[angles.model == "MiniLM"]
+    numbers["ml_theta_min"] = f"{ang_tr[ang_tr.model == 'MiniLM'].theta.min():.0f}°"
+    numbers["ml_chance"] = f"{ml.chance_lo.min():.0f}–{ml.chance_lo.max():.0f}°"
+    dec_eig = ang_tr[(ang_tr.model == "decoder") & (ang_tr.target == ANGLE_TARGETS[0])].set_index("layer").theta
+    numbers["dec_th_l2"] = f"{dec_eig[2]:.0f}°"
+    numbers["dec_th_l3"] = f"{dec_eig[3]:.0f}°"
+    eig_tr = {key: aligned(key, ANGLE_TARGETS[0], False) for key in keys}
+    measured = ("; ".join(f"{key}: v₁(Fₜ) closer than chance (FDR 5%) to J̄ₜ's top-{k} eigenvectors in "
+                          f"{eig_tr[key][0]} of {eig_tr[key][1]} layers" for key in keys)
+                + f"; all four subspaces: {tot_tr} of {n_tr} (layer, subspace) pairs trained, {tot_rd} of "
+                  f"{n_rd} at random init")
+    return Findings(numbers, {"models": models + f"; K = {k}", "measured": measured,
+                              "verdict": angle_verdict(frac_tr, frac_rd)})
+
+
+def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, models: str) -> Findings:
+    """Section 6.3 (claim TV3): ``rt`` from :func:`lib.chapters.two_views.rate_tests`, ``power`` from
+    :func:`lib.chapters.two_views.rate_power`.
+
+    Glued: ``dec_rho1`` (ρ(J̄) of the trained decoder's block 1), ``rt_sig_tr`` / ``rt_sig_rd`` (tests
+    significant at FDR 5%), ``rt_n`` (trained tests), ``rt_r_tr`` / ``rt_r_rd`` (ranges of r), ``rt_null``
+    (the nulls' central 95%), ``rt_best`` (the trained test with the smallest p: its property, model, r,
+    interval, p and q), ``rt_dir`` (trained coefficients with the predicted sign,
+    :data:`lib.chapters.two_views.RATE_PREDICTED`), ``rt_p_perfect`` / ``rt_p_next`` (the two smallest
+    p-values six layers can give), ``rt_bh_lone`` (the p a lone rejection needs), ``rt_pw_tr_<e>`` /
+    ``rt_pw_rd_<e>`` / ``rt_pw1_tr_<e>`` / ``rt_pw1_rd_<e>`` (power, all planted or one, trained design and
+    twins' design, at ``e`` = 10 × the effect, whose value is ``rt_e_<e>``), ``rt_reps`` (replicates per
+    effect) and ``rt_strong`` (:data:`lib.chapters.two_views.RATE_STRONG`).
+
+    The verdict is :func:`lib.chapters.two_views.rate_verdict` of the trained tests significant at FDR 5% and
+    the trained design's power: "reproduced" if every one is, "partly reproduced" if some are; with none,
+    "not reproduced" only if the power at a strong planted effect is at least 0.8, else "inconclusive
+    (underpowered)".
+    """
+    tr, rd = rt[rt.series == "trained"], rt[rt.series == "random init"]
+    sig_tr, sig_rd = int((tr.q < 0.05).sum()), int((rd.q < 0.05).sum())
+    dec1 = rates[(rates.model == "decoder") & ~rates.random & (rates.layer == 1)].radius_J.iloc[0]
+    best = tr.loc[tr.p.idxmin()]
+    sign = np.sign(tr.r) == tr["J̄ property"].map(RATE_PREDICTED)
+    n_layers = int(rates.layer.max())
+    values, prob = br.spearman_null(n_layers, 1)
+    p_sorted = np.unique(br.two_sided_p(values, (values, prob)))
+    numbers: dict[str, Any] = {
+        "dec_rho1": f"{dec1:.0f}", "rt_sig_tr": sig_tr, "rt_sig_rd": sig_rd, "rt_n": len(tr),
+        "rt_r_tr": f"{tr.r.min():+.2f} to {tr.r.max():+.2f}", "rt_r_rd": f"{rd.r.min():+.2f} to {rd.r.max():+.2f}",
+        "rt_null": f"{rt.null_lo.min():+.2f} to {rt.null_hi.max():+.2f}",
+        "rt_best": (f"{best.model}'s {best['J̄ property']}, r = {best.r:+.2f} (95% interval {best.lo:+.2f} to "
+                    f"{best.hi:+.2f}, p = {best.p:.3f}, q = {best.q:.2f})"),
+        "rt_dir": f"{int(sign.sum())} of {len(tr)}", "rt_p_perfect": f"{p_sorted[0]:.4f}",
+        "rt_p_next": f"{p_sorted[1]:.3f}", "rt_bh_lone": f"{0.05 / len(rt):.4f}", "rt_strong": f"{RATE_STRONG:.1f}"}
+    tr_design, rd_design = design_label(n_layers, 1), design_label(n_layers, int(rd.variants.max()))
+    numbers["rt_reps"] = int(power.reps.iloc[0])
+    for e, g in power.groupby("effect"):
+        tag = f"{round(10 * e)}"
+        numbers[f"rt_e_{tag}"] = f"{e:.1f}"
+        numbers[f"rt_pw_tr_{tag}"] = f"{g[g.design == tr_design].power_all.iloc[0]:.2f}"
+        numbers[f"rt_pw1_tr_{tag}"] = f"{g[g.design == tr_design].power_one.iloc[0]:.2f}"
+        numbers[f"rt_pw_rd_{tag}"] = f"{g[g.design == rd_design].power_all.iloc[0]:.2f}"
+        numbers[f"rt_pw1_rd_{tag}"] = f"{g[g.design == rd_design].power_one.iloc[0]:.2f}"
+    strong = power[power.design == tr_design]
+    pw_strong = float(strong.set_index("effect").power_all.get(RATE_STRONG, np.nan))
+    verdict = rate_verdict(sig_tr, len(tr), power, tr_design)
+    measured = (f"within-variant Spearman of gap ratio with ρ(J̄), δ_H, erank(J̄): {tr.r.min():+.2f} "
+                f"to {tr.r.max():+.2f} trained ({int(sign.sum())} of {len(tr)} with the predicted sign; "
+                f"strongest {best['J̄ property']} in {best.model}, r = {best.r:+.2f}, p = {best.p:.3f}), "
+                f"{sig_tr} of {len(tr)} significant at FDR 5% (permutation null 95%: {rt.null_lo.min():+.2f} to "
+                f"{rt.null_hi.max():+.2f}); power at a planted ρ = {RATE_STRONG:.1f} with {n_layers} layers: "
+                f"{pw_strong:.2f}; random init {sig_rd} of {len(rd)} (r {rd.r.min():+.2f} to {rd.r.max():+.2f})")
+    return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
+
+
+def gamma_findings(gam: pd.DataFrame, d: Mapping[str, int], models: str) -> Findings:
+    """Section 6.4 (claim TV4): γ_t and ρ_t against ``v₁(F_t)`` and against ``v₁(J̄_t)``.
+
+    Glued: ``ch_ml_<k>`` / ``ch_dec_<k>`` (chance levels for k = 1, 2 at the width ``d[key]``), per key and
+    view (F, J): ``g4_<key>_<F|J>_ratio`` (γ/chance range), ``_g`` and ``_r`` ("a of n" layers above the null,
+    trained), ``_g_rd`` and ``_r_rd`` (twins); ``g4_<key>_Jwins`` (layers where J̄'s direction gives the larger
+    ratio); ``g4_sigF`` / ``g4_sigJ`` (trained layers with γ_t or ρ_t above the null) and their ``_rd``. The
+    claim (:func:`lib.chapters.two_views.gamma_verdict`) needs the J̄ view ahead by at least two layers, and
+    ahead of the twins.
+    """
+    g4 = gamma_summary(gam)
+    twin = twin_label(gam)
+    numbers: dict[str, Any] = {}
+    for key in d:
+        for k in (1, 2):
+            numbers[f"ch_{'ml' if key == 'MiniLM' else 'dec'}_{k}"] = f"{als.baseline_subspace(d[key], k):.4f}"
+
+    def row(key: str, series: str, view: str) -> pd.Series:
+        return g4[(g4.model == key) & (g4.series == series) & (g4.view == view)].iloc[0]
+
+    for key in d:
+        for view, tag in zip(GAMMA_VIEWS, ("F", "J")):
+            r, rr = row(key, "trained", view), row(key, twin, view)
+            numbers[f"g4_{key}_{tag}_ratio"] = f"{r.gamma_over_chance_min:.2f}–{r.gamma_over_chance_max:.2f}"
+            numbers[f"g4_{key}_{tag}_g"] = f"{int(r.gamma_above_null)} of {int(r.layers)}"
+            numbers[f"g4_{key}_{tag}_r"] = f"{int(r.rho_above_null)} of {int(r.layers)}"
+            numbers[f"g4_{key}_{tag}_g_rd"] = f"{int(rr.gamma_above_null)} of {int(rr.layers)}"
+            numbers[f"g4_{key}_{tag}_r_rd"] = f"{int(rr.rho_above_null)} of {int(rr.layers)}"
+        tr = gam[(gam.model == key) & ~gam.random]
+        ratio = {v: (tr[tr.view == v].gamma / tr[tr.view == v].chance).to_numpy() for v in GAMMA_VIEWS}
+        wins = int((ratio[GAMMA_VIEWS[1]] > ratio[GAMMA_VIEWS[0]]).sum())
+        numbers[f"g4_{key}_Jwins"] = f"{wins} of {len(ratio[GAMMA_VIEWS[0]])}"
+    either = "q_gamma < 0.05 or q_rho < 0.05"
+    sig = {v: int(gam[(~gam.random) & (gam.view == v)].eval(either).sum()) for v in GAMMA_VIEWS}
+    sig_rd = {v: int(gam[gam.random & (gam.view == v)].eval(either).sum()) for v in GAMMA_VIEWS}
+    n_tr = int(((~gam.random) & (gam.view == GAMMA_VIEWS[0])).sum())
+    n_rd = int((gam.random & (gam.view == GAMMA_VIEWS[0])).sum())
+    F, J = GAMMA_VIEWS
+    numbers.update(g4_sigF=f"{sig[F]} of {n_tr}", g4_sigJ=f"{sig[J]} of {n_tr}",
+                   g4_sigF_rd=f"{sig_rd[F]} of {n_rd}", g4_sigJ_rd=f"{sig_rd[J]} of {n_rd}")
+    measured = ("; ".join(f"{key}: γₜ/chance {row(key, 'trained', F).gamma_over_chance_min:.2f}–"
+                          f"{row(key, 'trained', F).gamma_over_chance_max:.2f} (F view) vs "
+                          f"{row(key, 'trained', J).gamma_over_chance_min:.2f}–"
+                          f"{row(key, 'trained', J).gamma_over_chance_max:.2f} (J̄ view)" for key in d)
+                + f"; layers with γₜ or ρₜ above the random-subspace null (FDR 5%): F view {sig[F]} of "
+                  f"{n_tr}, J̄ view {sig[J]} of {n_tr} trained; twins {sig_rd[F]} and {sig_rd[J]} of {n_rd}")
+    verdict = gamma_verdict(sig[F], sig[J], sig_rd[J], n_tr, n_rd)
+    return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
+
+
+def _slope(df: pd.DataFrame) -> float:
+    """Log–log slope of the error over 1e-3 ≤ ε ≤ 1e-1 (1: a right Jacobian's error falls like ε)."""
+    s = df[(df.eps >= 1e-3) & (df.eps <= 1e-1)]
+    return float(np.polyfit(np.log(s.eps), np.log(s.error), 1)[0])
+
+
+def context_findings(ctx: pd.DataFrame, funnel: pd.DataFrame, pert: pd.DataFrame, models: str) -> Findings:
+    """Section 6.5 (claim TV5): the single-token against the in-context Jacobian.
+
+    Glued per key: ``pt_slope_<key>`` (the in-context error's slope), ``pt_single_<key>`` / ``pt_ctx_<key>``
+    (errors at ε = 1e-3), ``cx_tr_<key>`` / ``cx_rd_<key>`` (ranges of the relative difference),
+    ``cx_th_<key>`` (the eigenvector angles both ways), ``cx_er_<key>`` (the funnel's erank both ways);
+    ``cx_fc_diff`` (largest change of a complex fraction), ``cx_median``, and ``ex_rel_first`` (the trained
+    decoder's first-prompt differences per layer, the answer of exercise 6.3). The claim holds when the
+    median difference is under 0.2 (:func:`lib.chapters.two_views.context_verdict`).
+    """
+    numbers: dict[str, Any] = {}
+    for key in pd.unique(ctx.model):
+        p = pert[pert.model == key]
+        pc, ps = p[p.jacobian == "in-context"], p[p.jacobian == "single-token"]
+        numbers[f"pt_slope_{key}"] = f"{_slope(pc):.2f}"
+        numbers[f"pt_single_{key}"] = f"{ps[ps.eps == 1e-3].error.iloc[0]:.2f}"
+        numbers[f"pt_ctx_{key}"] = f"{pc[pc.eps == 1e-3].error.iloc[0]:.1e}"
+        c = ctx[ctx.model == key]
+        tr_c = c[~c.random]
+        numbers[f"cx_tr_{key}"] = value_range(tr_c.rel_diff)
+        numbers[f"cx_rd_{key}"] = value_range(c[c.random].rel_diff)
+        numbers[f"cx_th_{key}"] = (f"{tr_c.theta_single.min():.0f}–{tr_c.theta_single.max():.0f}° single-token vs "
+                                   f"{tr_c.theta_ctx.min():.0f}–{tr_c.theta_ctx.max():.0f}° in-context")
+        f_ = funnel[(funnel.model == key) & (funnel.series == "trained")].iloc[0]
+        numbers[f"cx_er_{key}"] = f"{f_['funnel erank, single-token']:.1f} vs {f_['funnel erank, in-context']:.1f}"
+    numbers["cx_fc_diff"] = f"{(ctx.fC_single - ctx.fC_ctx).abs().max():.2f}"
+    numbers["cx_median"] = f"{ctx.rel_diff.median():.2f}"
+    first = ctx[(ctx.model == "decoder") & ~ctx.random].sort_values("layer").rel_first
+    numbers["ex_rel_first"] = ", ".join(f"{r:.3f}" for r in first)
+    keys = list(pd.unique(ctx.model))
+
+    def single_at(key: str) -> float:
+        p = pert[(pert.model == key) & (pert.jacobian == "single-token") & (pert.eps == 1e-3)]
+        return float(p.error.iloc[0])
+
+    measured = ("; ".join(f"{key}: ‖J_ctx − J_single‖/‖J_ctx − R‖ "
+                          f"{value_range(ctx[(ctx.model == key) & ~ctx.random].rel_diff)} trained, "
+                          f"{value_range(ctx[(ctx.model == key) & ctx.random].rel_diff)} random init" for key in keys)
+                + "; finite-perturbation error slope of the in-context Jacobian "
+                + ", ".join(f"{_slope(pert[(pert.model == key) & (pert.jacobian == 'in-context')]):.2f}"
+                            for key in keys)
+                + ", single-token error at ε = 1e-3: "
+                + ", ".join(f"{single_at(key):.2f}" for key in keys))
+    return Findings(numbers, {"models": models, "measured": measured, "verdict": context_verdict(ctx.rel_diff)})
+
+
+def steering_findings(steer: pd.DataFrame, models: str, alphas: Sequence[float]) -> Findings:
+    """Section 6.6 (claim TV6): the O-edit seen by both views.
+
+    Glued per key and column of :data:`lib.chapters.two_views.STEERING_QUANTITIES` (and ``share``):
+    ``st_<key>_<col>`` at the largest α, ``_5``, ``_20``, ``_0`` at α = 5, 20, 0, ``_rd`` (the twins' range at
+    the largest α); with intervals: ``st_<key>_tokens_ci``, ``_tokens_5_ci``, ``_J_write_0_ci``,
+    ``_J_write_ci``; and ``st_saturating`` / ``st_twins_saturating`` (models whose token interval stays under
+    0.95 at the largest α, :func:`lib.chapters.two_views.steering_saturating`). The claim's verdict is
+    :func:`lib.chapters.two_views.steering_verdict`: reproduced when, in every saturating model, a(W̄u, u) at
+    α = 0 predicts the level (within 0.05) and the Jacobian view decouples at the largest α; partly when it
+    only decouples.
+    """
+    tr = steer[~steer.random]
+    a_max = max(alphas)
+
+    def at(key: str, alpha: float, col: str) -> float:
+        return float(tr[(tr.model == key) & (tr.alpha == alpha)][col].iloc[0])
+
+    def ci(key: str, alpha: float, col: str) -> str:
+        r = tr[(tr.model == key) & (tr.alpha == alpha)].iloc[0]
+        return f"{r[col]:.3f} [{r[col + '_lo']:.3f}, {r[col + '_hi']:.3f}]"
+
+    def twin_range(key: str, alpha: float, col: str) -> str:
+        return value_range(steer[steer.random & (steer.model == key) & (steer.alpha == alpha)][col])
+
+    keys = list(pd.unique(steer.model))
+    numbers: dict[str, Any] = {}
+    for key in keys:
+        for col in ("spectral", "J_sv", "J_write", "tokens", "share"):
+            numbers[f"st_{key}_{col}"] = f"{at(key, a_max, col):.3f}"
+            numbers[f"st_{key}_{col}_5"] = f"{at(key, 5, col):.3f}"
+            numbers[f"st_{key}_{col}_20"] = f"{at(key, 20, col):.3f}"
+            numbers[f"st_{key}_{col}_0"] = f"{at(key, 0, col):.3f}"
+            numbers[f"st_{key}_{col}_rd"] = twin_range(key, a_max, col)
+        numbers[f"st_{key}_tokens_ci"] = ci(key, a_max, "tokens")
+        numbers[f"st_{key}_tokens_5_ci"] = ci(key, 5, "tokens")
+        numbers[f"st_{key}_J_write_0_ci"] = ci(key, 0, "J_write")
+        numbers[f"st_{key}_J_write_ci"] = ci(key, a_max, "J_write")
+    saturating, twins_saturating = steering_saturating(steer, a_max)
+    numbers["st_saturating"] = ", ".join(saturating) if saturating else "none"
+    numbers["st_twins_saturating"] = ", ".join(twins_saturating) if twins_saturating else "none"
+    measured = "; ".join(f"{key} at α = {a_max}: F view {at(key, a_max, 'spectral'):.3f}, tokens "
+                         f"{ci(key, a_max, 'tokens')} (twins {twin_range(key, a_max, 'tokens')}), "
+                         f"J̄ view a(W̄u, u) {ci(key, 0, 'J_write')} at α = 0 → {ci(key, a_max, 'J_write')}, "
+                         f"|⟨s₁, u⟩| max {tr[tr.model == key].J_sv.max():.3f} → {at(key, a_max, 'J_sv'):.3f}"
+                         for key in keys)
+    return Findings(numbers, {"models": models, "measured": measured, "verdict": steering_verdict(steer, alphas)})
+
+
+# -- tables for the reader: words, not column names ---------------------------------------------------------------
+_LABELS: dict[str, dict[str, str]] = {
+    "share": {"model": "model", "series": "weights", "protocol": "protocol", "layer": "layer",
+              "attn": "attention path: ⟨J̄_A, Ū⟩ / ‖Ū‖²", "ci": "95% CI", "value": "of it, own value path",
+              "softmax": "of it, softmax paths", "avoid": "the rest: ⟨Ū − J̄_A, Ū⟩ / ‖Ū‖²",
+              "size_attn": "‖J̄_A‖ / ‖Ū‖",
+              "size_avoid": "‖Ū − J̄_A‖ / ‖Ū‖", "sigma_size": "σ₁(J̄_F) / σ₁(Ū)"},
+    "angles": {"model": "model", "target": "Jacobian subspace", "series": "weights",
+               "layers_aligned": "layers closer than chance (FDR 5%)", "n": "layers (all seeds)",
+               "theta_min": "smallest θ₁ (°)", "theta_median": "median θ₁ (°)",
+               "chance_5pct": "5% quantile of chance (°)"},
+    "rates": {"model": "model", "series": "weights", "J̄ property": "J̄ property", "variants": "variants",
+              "r": "Spearman r (within variants)", "ci": "95% CI", "null": "permutation null, central 95%",
+              "p": "p", "q": "q (BH)"},
+    "power": {"effect": "planted ρ", "design": "test", "power_all": "power, ρ planted in every test",
+              "power_one": "power, ρ planted in this test alone"},
+    "gamma": {"model": "model", "series": "weights", "view": "basis",
+              "gamma_over_chance": "γₜ / chance (range)", "gamma_above_null": "layers with γₜ above null",
+              "rho": "ρₜ (range)", "rho_above_null": "layers with ρₜ above null", "layers": "layers (all seeds)"},
+    "context": {"model": "model", "series": "weights", "layer": "layer",
+                "rel_diff": "relative difference (median over prompts)", "radius_single": "ρ(J̄), single token",
+                "radius_ctx": "ρ(J̄), in context", "fC_single": "complex fraction, single token",
+                "fC_ctx": "complex fraction, in context", "theta_single": "θ₁ to v₁(Fₜ), single token (°)",
+                "theta_ctx": "θ₁ to v₁(Fₜ), in context (°)"},
+    "funnel": {"model": "model", "series": "weights", "prompts": "prompts",
+               "funnel erank, single-token": "funnel erank, single token",
+               "funnel erank, in-context": "funnel erank, in context"},
+    "steering": {"model": "model", "weights": "weights", "alpha": "α|c| / |λ₁|",
+                 "spectral": "|⟨v₁(F_L′), u⟩|", "J_sv": "|⟨s₁(Ū_L), u⟩|", "J_write": "a(W̄u, u)",
+                 "share": "‖J̄_F‖ / ‖Ū‖", "tokens": "tokens: mean a(x, u)"},
+}
+
+
+def _signed_interval(lo: Any, hi: Any, fmt: str = ".3f") -> list[str]:
+    """``"lo to hi"`` per pair (an en dash between signed numbers, "-1.000–-0.363", reads as a minus)."""
+    return [t if t == "–" else t.replace("–", " to ") for t in interval_text(lo, hi, fmt)]
+
+
+def readable(df: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """A chapter-6 table with the reader's column labels, in the order of the page.
+
+    ``kind`` is one of ``"share"``, ``"angles"``, ``"rates"``, ``"power"``, ``"gamma"``, ``"context"``, ``"funnel"``,
+    ``"steering"``; intervals become one ``"lo–hi"`` text column (:func:`lib.page.tables.interval_text`), ranges
+    (``*_min`` / ``*_max``) one ``"min–max"`` column. The data are not changed, only selected and renamed.
+    """
+    if kind not in _LABELS:
+        raise ValueError(f"kind must be one of {sorted(_LABELS)}, got {kind!r}")
+    df = df.copy()
+    if kind == "share":  # signed: a share below 0 is a path that cancels part of the others
+        df["ci"] = _signed_interval(df.attn_lo, df.attn_hi)
+    elif kind == "rates":  # signed: "-0.771 to 0.829", not "-0.771–0.829"
+        df["ci"], df["null"] = _signed_interval(df.lo, df.hi), _signed_interval(df.null_lo, df.null_hi)
+    elif kind == "gamma":
+        df["gamma_over_chance"] = interval_text(df.gamma_over_chance_min, df.gamma_over_chance_max, ".2f")
+        df["rho"] = interval_text(df.rho_min, df.rho_max)
+    labels = _LABELS[kind]
+    return df[list(labels)].rename(columns=labels)
