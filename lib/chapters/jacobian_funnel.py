@@ -1,28 +1,17 @@
-"""Bootstrap intervals, depth-trend tests and the verdicts of chapter 4 (sections 4.3, 4.6 and 4.8).
+"""Chapter 4's runs over twins, its frames and its verdict rules (sections 4.2–4.9).
 
-Every statistic of chapter 4 is a function of the mean Jacobian ``J̄_l = (1/P) Σ_p J_l(x_p)`` over
-``P`` prompts. Its sampling variability is estimated by the **prompt bootstrap** [ours]: a resample
-draws ``P`` prompts with replacement, and its mean is ``w @ stack`` with ``w`` the ``(P,)`` resampling
-weights (counts / P), so no Jacobian is ever recomputed (:func:`bootstrap_weights`,
-:func:`resampled_means`).
+The statistics come from :mod:`lib.methods.funnel` (:func:`lib.methods.funnel.bootstrap_run`: the per-layer
+metrics and both funnels of one model with their prompt-bootstrap replicates; the non-normality controls) and
+:mod:`lib.linalg.nonnormal` (the metrics themselves, batched). This module runs them over a model and its
+random-init twins with the same resamples (:func:`bootstrap_twins`, :func:`twin_control_funnels`), gathers long
+frames for the charts of :mod:`lib.page.jacobian_funnel` (:func:`depth_frame`, :func:`trend_frame`,
+:func:`funnel_curves`, :func:`block_erank_frame`, …) and decides section 4.8's verdicts.
 
-Metrics are vectorised over any leading axes (:func:`spectral_metrics`, :func:`funnel_eranks`):
-
-* ``f_C`` (complex fraction), ``δ_H`` (relative Henrici departure) and ``r_rot`` (antisymmetric energy
-  fraction) of the **operator**: the update ``Ā = J̄ − I`` for pre-norm blocks (``update=True``), the
-  Jacobian ``J̄`` itself for post-LN blocks (``update=False``: no identity skip survives the final
-  LayerNorm, so ``J̄ − I`` is not an update the network performs);
-* ``erank`` of ``J̄_l`` (one block alone) and of the cumulative product ``P_l = J̄_{l−1} ⋯ J̄_0`` (the
-  funnel): a single-layer collapse is not a compounding funnel, so both are reported.
-
-``δ_H`` here uses ``dep(A)² = ‖A‖_F² − Σ|λ_i(A)|²`` from batched eigenvalues, which is accurate when
-``δ_H`` is not tiny (relative error ``≈ ε ‖A‖²/dep²``); :func:`lib.linalg.nonnormal.henrici_rel` (complex
-Schur) is the reference, and the tests compare both. Values of ``δ_H`` below ``1e-6`` are not
-resolved by this form.
-
-:func:`trend_test` turns bootstrap replicates of a per-layer metric into an OLS slope against relative
+:func:`lib.stats.trend_test` turns bootstrap replicates of a per-layer metric into an OLS slope against relative
 depth with a percentile interval; :func:`trend_verdict` and :func:`compare_with_twins` decide from the
-intervals alone, never from a fixed threshold on a point estimate.
+intervals alone, never from a fixed threshold on a point estimate, and :func:`claim_verdicts` decides FG1–FG7
+from a :class:`FunnelEvidence`. The page's tables and the Results page's phrases are in
+:mod:`lib.page.jacobian_funnel`.
 """
 
 from __future__ import annotations
@@ -34,16 +23,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from lib.linalg.spectra import TAU_COMPLEX, as_float64
-from lib.parallel import map_matrices
-from lib.stats import Interval, TrendTest, bootstrap_weights, interval, resampled_means, trend_test
+from lib.linalg.nonnormal import funnel_eranks, spectral_metrics
+from lib.linalg.spectra import as_float64
+from lib.methods.funnel import BOOTSTRAP_STATS, BootstrapRun, bootstrap_run, control_funnels
+from lib.stats import Interval, TrendTest
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
 __all__ = [
-    "BootstrapRun",
-    "CONTROLS",
     "DEPTH_METRICS",
     "FunnelEvidence",
     "METRIC_LABELS",
@@ -51,19 +39,16 @@ __all__ = [
     "PRODUCTS",
     "block_erank_frame",
     "block_erank_table",
-    "bootstrap_run",
     "bootstrap_twins",
     "claim_measurements",
     "claim_verdicts",
     "combine_verdicts",
     "compare_with_twins",
-    "control_funnels",
     "control_verdict",
     "depth_frame",
     "depth_trends",
     "final_funnel_table",
     "funnel_curves",
-    "funnel_eranks",
     "funnel_verdict",
     "input_norms",
     "input_rescaling",
@@ -77,7 +62,6 @@ __all__ = [
     "rescaling_table",
     "sign_pattern_verdict",
     "smallest_moduli",
-    "spectral_metrics",
     "sub_block_frame",
     "sub_block_table",
     "trend_frame",
@@ -88,69 +72,6 @@ __all__ = [
     "verdict_counts",
     "verdict_frame",
 ]
-
-
-def _erank_sv(s: np.ndarray) -> np.ndarray:
-    p = s**2
-    tot = p.sum(-1, keepdims=True)
-    p = np.divide(p, tot, out=np.zeros_like(p), where=tot > 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        H = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=-1)
-    return np.where(tot[..., 0] > 0, np.exp(H), 0.0)
-
-
-def spectral_metrics(Js, *, update: bool = True, tau: float = TAU_COMPLEX) -> dict[str, np.ndarray]:
-    """``f_C``, ``delta_H``, ``r_rot`` and ``erank`` of every matrix in a stack ``(..., d, d)`` (float64).
-
-    Args:
-        Js: block Jacobians (column convention), any leading shape.
-        update: ``True`` (pre-norm): the operator is ``J − I``; ``False`` (post-LN contrast): ``J`` itself.
-            ``f_C`` is shift-invariant, so only ``delta_H`` and ``r_rot`` depend on it. ``erank`` is always
-            of ``J`` (what a perturbation passes through).
-
-    Returns:
-        arrays of shape ``Js.shape[:-2]``. Definitions as :func:`lib.linalg.nonnormal.complex_fraction`,
-        :func:`lib.linalg.nonnormal.henrici_rel` (normalised by the operator's own norm) and
-        :func:`lib.linalg.nonnormal.rotation_fraction`.
-    """
-    J = as_float64(Js)
-    d = J.shape[-1]
-    A = J - np.eye(d) if update else J
-    lam = np.linalg.eigvals(A)
-    scale = np.abs(lam).max(-1, keepdims=True)
-    f_c = np.mean(np.abs(lam.imag) > tau * scale, axis=-1)
-    f_c = np.where(scale[..., 0] > 0, f_c, 0.0)
-    nrm2 = np.sum(A * A, axis=(-2, -1))
-    dep2 = np.clip(nrm2 - np.sum(np.abs(lam) ** 2, axis=-1), 0.0, None)
-    safe = np.where(nrm2 > 0, nrm2, 1.0)
-    delta_h = np.where(nrm2 > 0, np.sqrt(dep2 / safe), 0.0)
-    K = (A - np.swapaxes(A, -1, -2)) / 2
-    r_rot = np.where(nrm2 > 0, np.sum(K * K, axis=(-2, -1)) / safe, 0.0)
-    erank = _erank_sv(np.linalg.svd(J, compute_uv=False))
-    return {"f_C": f_c, "delta_H": delta_h, "r_rot": r_rot, "erank": erank}
-
-
-def funnel_eranks(Js) -> np.ndarray:
-    """Effective rank of the untruncated cumulative product after every block, batched.
-
-    Args:
-        Js: ``(..., L, d, d)`` Jacobians in block order.
-    Returns:
-        ``(..., L + 1)``: entry 0 is ``d`` (the identity), entry ``l`` is ``erank(J_{l−1} ⋯ J_0)``;
-        equal to :func:`lib.linalg.nonnormal.cumulative_product` ``(Js).erank`` for each leading index.
-    """
-    J = as_float64(Js)
-    *lead, L, d, _ = J.shape
-    P = np.broadcast_to(np.eye(d), (*lead, d, d)).copy()
-    out = [np.full(tuple(lead), float(d))]
-    for l in range(L):
-        P = J[..., l, :, :] @ P
-        nrm = np.sqrt(np.sum(P * P, axis=(-2, -1), keepdims=True))
-        if np.any(nrm == 0):
-            raise FloatingPointError("the cumulative product became exactly zero")
-        P = P / nrm
-        out.append(_erank_sv(np.linalg.svd(P, compute_uv=False)))
-    return np.stack(out, axis=-1)
 
 
 def trend_verdict(trained: TrendTest, twins: Sequence[TrendTest], expected: str = "falls") -> str:
@@ -180,118 +101,6 @@ def compare_with_twins(trained: Interval, twins: Sequence[Interval]) -> str:
     if all(trained.lo > t.hi for t in twins):
         return "higher"
     return "overlaps"
-
-
-@dataclass
-class BootstrapRun:
-    """Point values and prompt-bootstrap replicates of one model's chapter-4 statistics.
-
-    Attributes:
-        point: metric name → ``(L,)`` values from all prompts (``f_C``, ``delta_H``, ``r_rot``, ``erank``
-            of each ``J̄_l``), plus ``"funnel"`` ``(L + 1,)`` (cumulative product from block 1) and
-            ``"funnel_no_b1"`` ``(L,)`` (from block 2: entry 0 is ``d``).
-        boot: the same names → ``(B, …)`` replicates (``None`` when run without a bootstrap).
-        update: whether ``delta_H``/``r_rot`` are of ``J̄ − I`` (pre-norm) or of ``J̄`` (post-LN contrast).
-        n_prompts: P.
-        level: the default coverage of :meth:`interval` and :meth:`trend` (few replicates support only a
-            lower level: with ``B`` of them the 2.5% and 97.5% percentiles are about the extremes).
-    """
-
-    point: dict[str, np.ndarray]
-    boot: dict[str, np.ndarray] | None
-    update: bool
-    n_prompts: int
-    level: float = 0.95
-
-    def has_interval(self, name: str) -> bool:
-        """Whether ``name`` was resampled."""
-        return self.boot is not None and name in self.boot
-
-    def interval(self, name: str, index: int = -1, level: float | None = None) -> Interval:
-        """Bootstrap interval of ``point[name][index]`` (for the funnel, ``-1`` is the final product)."""
-        if not self.has_interval(name):
-            raise ValueError(f"this run has no bootstrap replicates of {name!r}")
-        return interval(float(self.point[name][index]), self.boot[name][:, index], level or self.level)
-
-    def trend(self, name: str, level: float | None = None) -> TrendTest:
-        """:func:`trend_test` of a per-layer metric against relative depth ``(l + 1)/L``."""
-        if not self.has_interval(name):
-            raise ValueError(f"this run has no bootstrap replicates of {name!r}")
-        L = len(self.point[name])
-        return trend_test(np.arange(1, L + 1) / L, self.point[name], self.boot[name], level or self.level)
-
-
-BOOTSTRAP_STATS: tuple[str, ...] = ("f_C", "delta_H", "r_rot", "erank", "funnel", "funnel_no_b1")
-"""The statistics of :func:`bootstrap_run`: four per-layer metrics (:func:`spectral_metrics`) and two funnels."""
-
-
-def bootstrap_run(per_prompt, *, update: bool = True, n_boot: int = 0, seed: int = 0,
-                  level: float = 0.95, resample: Sequence[str] = BOOTSTRAP_STATS) -> BootstrapRun:
-    """Every per-layer metric and both funnels of one model, with ``n_boot`` prompt-bootstrap replicates.
-
-    Args:
-        per_prompt: ``(L, P, d, d)`` single-prompt Jacobians (float32 is fine).
-        update: pre-norm (``True``: ``J̄ − I``) or post-LN contrast (``False``: ``J̄``).
-        n_boot: resamples (0: point values only). The same ``seed`` gives the same resamples to every
-            model with the same ``P``, so trained models and their twins are resampled alike.
-        level: the run's default interval coverage (:attr:`BootstrapRun.level`).
-        resample: the statistics that get replicates (all by default). At large ``d`` the per-layer metrics'
-            eigensolves are most of the cost: ``("funnel_no_b1",)`` resamples only the primary funnel.
-    """
-    unknown = set(resample) - set(BOOTSTRAP_STATS)
-    if unknown:
-        raise ValueError(f"unknown statistics {sorted(unknown)}; choose from {BOOTSTRAP_STATS}")
-    per = np.asarray(per_prompt)
-    L, P = per.shape[:2]
-    Jm = per.astype(np.float64).mean(1)
-
-    def stats(J: np.ndarray, names: Sequence[str] = BOOTSTRAP_STATS) -> dict[str, np.ndarray]:  # J: (..., L, d, d)
-        out = spectral_metrics(J, update=update) if set(names) & {"f_C", "delta_H", "r_rot", "erank"} else {}
-        if "funnel" in names:
-            out["funnel"] = funnel_eranks(J)
-        if "funnel_no_b1" in names:
-            out["funnel_no_b1"] = funnel_eranks(J[..., 1:, :, :])
-        return {name: out[name] for name in names}
-
-    point = stats(Jm)
-    boot = None
-    if n_boot and resample:  # one resample per thread: NumPy's LAPACK releases the GIL (lib.parallel)
-        reps = map_matrices(lambda J: stats(J, resample), resampled_means(per, bootstrap_weights(P, n_boot, seed)))
-        boot = {name: np.stack([r[name] for r in reps]) for name in resample}
-    return BootstrapRun(point=point, boot=boot, update=update, n_prompts=P, level=level)
-
-
-CONTROLS: tuple[str, ...] = ("as measured", "Schur-normal", "shuffled Schur")
-"""The funnel variants of :func:`lib.linalg.nonnormal.control_matrices`, in table order."""
-
-
-def control_funnels(per_prompt, *, first: int = 1, n_boot: int = 0, seed: int = 0) -> dict[str, Interval]:
-    """Final funnel erank of ``J̄`` and of its two controls from block ``first + 1`` on, with intervals.
-
-    Each resample's mean Jacobians get their own controls (:func:`lib.linalg.nonnormal.both_controls`, one real
-    Schur per layer and resample; the shuffle seed is the layer's index, as in
-    :func:`lib.linalg.nonnormal.control_matrices`). Also returns ``"Schur-normal / as measured"``, the ratio of
-    final eranks (> 1: removing the non-normality widens the funnel).
-
-    Args:
-        per_prompt: ``(L, P, d, d)``. first: blocks skipped (1: the rows without block 1).
-    """
-    from lib.linalg.nonnormal import both_controls
-
-    per = np.asarray(per_prompt)[first:]
-    P = per.shape[1]
-
-    def finals(J: np.ndarray) -> np.ndarray:  # (L', d, d) -> (3,)
-        pairs = [both_controls(M, seed=first + l) for l, M in enumerate(J)]
-        mats = (J, np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs]))
-        return np.array([funnel_eranks(M)[-1] for M in mats])
-
-    pt = finals(per.astype(np.float64).mean(1))
-    bt = (np.stack([finals(J) for J in resampled_means(per, bootstrap_weights(P, n_boot, seed))])
-          if n_boot else pt[None])
-    out = {name: interval(pt[i], bt[:, i]) for i, name in enumerate(CONTROLS)}
-    out["Schur-normal / as measured"] = interval(pt[1] / pt[0], bt[:, 1] / bt[:, 0])
-    return out
 
 
 # --- Verdicts of section 4.8: decided from intervals and corrected p-values only -----------------------
