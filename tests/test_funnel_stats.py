@@ -13,7 +13,7 @@ from lib import stats
 from lib.chapters import jacobian_funnel as fs
 from lib.jacobians import sweep as jac
 from lib.linalg import nonnormal as nn
-from lib.methods import funnel
+from lib.methods import funnel, topology
 from lib.page.claims import VERDICTS
 
 
@@ -202,11 +202,11 @@ def test_input_rescaling_on_a_tiny_decoder(tiny_dir):
 
 def test_power_qualified_turns_an_underpowered_null_into_inconclusive():
     planted, power = [0.08, 0.16, 0.32], [0.05, 0.22, 0.84]
-    assert fs.power_qualified("not reproduced", planted, power) == "inconclusive (underpowered)"
-    assert fs.power_qualified("not reproduced", planted, power, at_r=0.3) == "not reproduced"
-    assert fs.power_qualified("reproduced", planted, power) == "reproduced"  # only a null result is qualified
+    assert topology.power_qualified("not reproduced", planted, power) == "inconclusive (underpowered)"
+    assert topology.power_qualified("not reproduced", planted, power, at_r=0.3) == "not reproduced"
+    assert topology.power_qualified("reproduced", planted, power) == "reproduced"  # only a null result is qualified
     with pytest.raises(ValueError):
-        fs.power_qualified("not reproduced", [0.1], [0.2, 0.3])
+        topology.power_qualified("not reproduced", [0.1], [0.2, 0.3])
 
 
 # -- the chapter's computations, moved out of the page (issue #17) ------------------------------------------------

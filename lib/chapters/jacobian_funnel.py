@@ -26,6 +26,7 @@ import pandas as pd
 from lib.linalg.nonnormal import funnel_eranks, spectral_metrics
 from lib.linalg.spectra import as_float64
 from lib.methods.funnel import BOOTSTRAP_STATS, BootstrapRun, bootstrap_run, control_funnels
+from lib.methods.topology import power_qualified
 from lib.stats import Interval, TrendTest
 
 if TYPE_CHECKING:
@@ -57,7 +58,6 @@ __all__ = [
     "operator_sign_verdict",
     "paper_model_work",
     "per_prompt_final_erank",
-    "power_qualified",
     "rescaling_scales",
     "rescaling_table",
     "sign_pattern_verdict",
@@ -172,33 +172,6 @@ def operator_sign_verdict(r_attn, q_attn, r_mlp, q_mlp, q_twins: Sequence, alpha
     return "reproduced" if split else "partly reproduced"
 
 
-def power_qualified(verdict: str, planted_r, power, *, at_r: float = 0.2, level: float = 0.8) -> str:
-    """A "not reproduced" from a test too weak to see a modest effect becomes "inconclusive (underpowered)".
-
-    Args:
-        verdict: the verdict of the test on the data.
-        planted_r: ``(E,)`` mean coupling ``r_S`` of each planted effect of a power analysis
-            (:func:`lib.methods.topology.planted_power`).
-        power: ``(E,)`` the share of replicates in which the test found that planted effect.
-        at_r: the effect size the test must be able to see [ours: a modest coupling, |r_S| = 0.2].
-        level: the power needed to read a null result as absence (0.8, the usual convention).
-
-    Returns:
-        ``verdict`` unchanged unless it is ``"not reproduced"`` and the power at the planted effect nearest
-        ``at_r`` is below ``level``.
-
-    Example:
-        >>> power_qualified("not reproduced", [0.16, 0.32], [0.22, 0.84])
-        'inconclusive (underpowered)'
-    """
-    if verdict != "not reproduced":
-        return verdict
-    r, pw = np.asarray(planted_r, dtype=np.float64), np.asarray(power, dtype=np.float64)
-    if r.shape != pw.shape or r.size == 0:
-        raise ValueError(f"planted_r and power must be equal-length, non-empty; got {r.shape} and {pw.shape}")
-    return "inconclusive (underpowered)" if pw[np.argmin(np.abs(r - at_r))] < level else verdict
-
-
 def learned_verdict(verdicts: Sequence[str]) -> str:
     """FG7 (none of it at random init), from the verdicts of the effects it qualifies.
 
@@ -270,12 +243,13 @@ METRIC_LABELS: dict[str, str] = {"f_C": "complex fraction f_C", "delta_H": "Henr
 
 def bootstrap_twins(jacobians, *, update: bool, n_boot: int, seed: int = 0,
                     resample: Sequence[str] = BOOTSTRAP_STATS) -> dict[str, BootstrapRun]:
-    """:func:`bootstrap_run` for a model and each twin, with the same resamples (same ``seed``).
+    """:func:`lib.methods.funnel.bootstrap_run` for a model and each twin, with the same resamples (same
+    ``seed``).
 
     Args:
         jacobians: series label → :class:`lib.jacobians.sweep.JacobianSet` with ``per_prompt`` kept (for example
             :attr:`lib.jacobians.sweep.TwinJacobians.jacobians`).
-        update, n_boot, seed, resample: as :func:`bootstrap_run`.
+        update, n_boot, seed, resample: as :func:`lib.methods.funnel.bootstrap_run`.
     """
     return {s: bootstrap_run(js.per_prompt, update=update, n_boot=n_boot, seed=seed, resample=resample)
             for s, js in jacobians.items()}
@@ -286,7 +260,8 @@ def depth_frame(panels: dict[str, dict[str, BootstrapRun]], baselines: dict[str,
     """One row per panel, series and layer, for :func:`lib.page.jacobian_funnel.depth_chart`.
 
     Args:
-        panels: panel title (a model and its operator) → series label → :class:`BootstrapRun`.
+        panels: panel title (a model and its operator) → series label →
+            :class:`lib.methods.funnel.BootstrapRun`.
         baselines: panel title → a reference level drawn as a dashed line (e.g. the Ginibre ``f_C``).
 
     Returns:
@@ -311,7 +286,8 @@ def depth_frame(panels: dict[str, dict[str, BootstrapRun]], baselines: dict[str,
 
 def depth_trends(runs: dict[str, BootstrapRun], metrics: Sequence[str] = DEPTH_METRICS
                  ) -> dict[tuple[str, str], TrendTest]:
-    """``(metric, series) → ``:meth:`BootstrapRun.trend` for every resampled run (section 4.3's slopes)."""
+    """``(metric, series) → ``:meth:`lib.methods.funnel.BootstrapRun.trend` for every resampled run (section 4.3's
+    slopes)."""
     return {(m, s): r.trend(m) for m in metrics for s, r in runs.items()}
 
 
@@ -393,8 +369,9 @@ def sub_block_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 def twin_control_funnels(jacobians: dict[str, object], *, n_boot: int, trained: str = "trained",
                          first: int = 1, seed: int = 0) -> dict[str, dict[str, Interval]]:
-    """:func:`control_funnels` of every series: intervals (``n_boot`` resamples) for ``trained``, point values
-    for the twins (one real Schur form per layer and resample makes the twins' intervals expensive)."""
+    """:func:`lib.methods.funnel.control_funnels` of every series: intervals (``n_boot`` resamples) for
+    ``trained``, point values for the twins (one real Schur form per layer and resample makes the twins'
+    intervals expensive)."""
     return {s: control_funnels(js.per_prompt, first=first, n_boot=n_boot if s == trained else 0, seed=seed)
             for s, js in jacobians.items()}
 
@@ -408,8 +385,9 @@ def funnel_curves(panels: dict[str, tuple[dict[str, BootstrapRun], np.ndarray]],
     """Every funnel curve of section 4.6's chart.
 
     Args:
-        panels: panel title → ``(runs, Jbar)``: the series' :class:`BootstrapRun` s and the trained model's mean
-            Jacobians ``(L, d, d)``, whose controls (:func:`lib.linalg.nonnormal.control_matrices`) give two more curves.
+        panels: panel title → ``(runs, Jbar)``: the series' :class:`lib.methods.funnel.BootstrapRun` s and the
+            trained model's mean Jacobians ``(L, d, d)``, whose controls
+            (:func:`lib.linalg.nonnormal.control_matrices`) give two more curves.
 
     Returns:
         columns ``model`` (panel), ``series``, ``product`` (one of :data:`PRODUCTS`), ``blocks`` (the last block
@@ -472,7 +450,7 @@ def final_funnel_table(decoder: tuple[str, dict[str, BootstrapRun], dict[str, di
     Args:
         decoder: ``(name, runs, controls)``: the pre-norm model's runs and its :func:`twin_control_funnels`.
         contrast: ``(name, runs, controls)``: the post-LN contrast's runs (only ``funnel_no_b1`` resampled) and
-            the trained model's :func:`control_funnels` (point values).
+            the trained model's :func:`lib.methods.funnel.control_funnels` (point values).
     """
     def fin(ctrl: dict[str, Interval], s: str, c: str) -> str:
         return ctrl[c].fmt(".1f") if s == trained else f"{ctrl[c].point:.1f}"
@@ -522,7 +500,7 @@ class FunnelEvidence:
 
     Attributes:
         trends: :func:`depth_trends` of the trained model and each twin.
-        runs: series label → :class:`BootstrapRun` (the trained one first).
+        runs: series label → :class:`lib.methods.funnel.BootstrapRun` (the trained one first).
         controls: :func:`twin_control_funnels` (from block 2).
         coupling: block couplings of :func:`lib.methods.topology.topology_sweep` (columns ``weights``, ``layer``,
             ``depth``, ``r_s``, ``q``).

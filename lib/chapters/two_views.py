@@ -27,7 +27,6 @@ import pandas as pd
 import torch
 
 from lib import stats
-from lib.chapters.jacobian_funnel import power_qualified
 from lib.jacobians import in_context as jcx
 from lib.jacobians import sweep as jac
 from lib.linalg import nonnormal as nn
@@ -36,6 +35,7 @@ from lib.linalg.cumulative import erank_from_singular_values
 from lib.methods import alignment as als
 from lib.methods import bridge as br
 from lib.methods import steering
+from lib.methods.topology import power_qualified
 from lib.page.tables import interval_text, value_range
 from lib.parallel import map_matrices
 from lib.stats import benjamini_hochberg, bootstrap_weights
@@ -852,7 +852,7 @@ def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, mo
 
     The verdict: "reproduced" if every trained test is significant, "partly reproduced" if some are; with
     none, "not reproduced" only if the trained design's power at :data:`RATE_STRONG` (every test planted) is
-    at least 0.8, else "inconclusive (underpowered)" (:func:`lib.chapters.jacobian_funnel.power_qualified`).
+    at least 0.8, else "inconclusive (underpowered)" (:func:`lib.methods.topology.power_qualified`).
     """
     tr, rd = rt[rt.series == "trained"], rt[rt.series == "random init"]
     sig_tr, sig_rd = int((tr.q < 0.05).sum()), int((rd.q < 0.05).sum())

@@ -13,7 +13,9 @@ edges, and partitioned by signed Leiden. [ours] Every parameter and every formul
    layer's median unit gain;
 5. :func:`coupling`: Spearman ``r_S`` between participation and log gain, with (a) a gain-permutation
    null and (b) a size-preserving community-relabelling null; :func:`benjamini_hochberg` across layers;
-6. :func:`planted_power`: the power of that test on planted partitions of a given size.
+6. :func:`planted_power`: the power of that test on planted partitions of a given size, and
+   :func:`power_qualified`: a null verdict from a test too weak to see a modest effect becomes
+   "inconclusive (underpowered)" (chapters 4 and 6).
 
 The analysis depends on the coordinate basis (the spectra do not): it is meaningful only because
 norms and activations single out the standard basis.
@@ -36,26 +38,27 @@ if TYPE_CHECKING:
     from lib.models import Twins
 
 __all__ = [
-    "SUB_BLOCK_NAMES",
     "CouplingResult",
     "LayerTopology",
     "Partition",
+    "SUB_BLOCK_NAMES",
+    "TopologySweep",
     "community_gain",
+    "community_table",
     "correlation_graph",
     "coupling",
-    "community_table",
     "coupling_table",
     "layer_topology",
     "nmi",
+    "operator_table",
     "participation",
     "planted_power",
-    "power_table",
     "pooled_community_coupling",
-    "operator_table",
-    "TopologySweep",
-    "topology_sweep",
+    "power_qualified",
+    "power_table",
     "signed_leiden",
     "token_matrix",
+    "topology_sweep",
     "unit_gain",
 ]
 
@@ -483,3 +486,30 @@ def power_table(power: pd.DataFrame) -> pd.DataFrame:
         "planted effect": ("effect", ".1f"), "mean planted coupling": ("r_s_mean", "+.2f"),
         "NMI with the planted partition": ("nmi_mean", ".2f"), "power at p < 0.05": ("power", ".0%"),
         "power at the BH threshold (1 layer in 6)": ("power_bh", ".0%")})
+
+
+def power_qualified(verdict: str, planted_r, power, *, at_r: float = 0.2, level: float = 0.8) -> str:
+    """A "not reproduced" from a test too weak to see a modest effect becomes "inconclusive (underpowered)".
+
+    Args:
+        verdict: the verdict of the test on the data.
+        planted_r: ``(E,)`` mean coupling ``r_S`` of each planted effect of a power analysis
+            (:func:`planted_power`).
+        power: ``(E,)`` the share of replicates in which the test found that planted effect.
+        at_r: the effect size the test must be able to see [ours: a modest coupling, |r_S| = 0.2].
+        level: the power needed to read a null result as absence (0.8, the usual convention).
+
+    Returns:
+        ``verdict`` unchanged unless it is ``"not reproduced"`` and the power at the planted effect nearest
+        ``at_r`` is below ``level``.
+
+    Example:
+        >>> power_qualified("not reproduced", [0.16, 0.32], [0.22, 0.84])
+        'inconclusive (underpowered)'
+    """
+    if verdict != "not reproduced":
+        return verdict
+    r, pw = np.asarray(planted_r, dtype=np.float64), np.asarray(power, dtype=np.float64)
+    if r.shape != pw.shape or r.size == 0:
+        raise ValueError(f"planted_r and power must be equal-length, non-empty; got {r.shape} and {pw.shape}")
+    return "inconclusive (underpowered)" if pw[np.argmin(np.abs(r - at_r))] < level else verdict
