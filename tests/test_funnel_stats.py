@@ -14,6 +14,7 @@ from lib.chapters import jacobian_funnel as fs
 from lib.jacobians import sweep as jac
 from lib.linalg import nonnormal as nn
 from lib.methods import funnel, topology
+from lib.page import jacobian_funnel as fp
 from lib.page.claims import VERDICTS
 
 
@@ -265,7 +266,7 @@ def test_depth_trends_and_their_verdicts_equal_the_rules():
         assert v == fs.trend_verdict(trends[m, "trained"], [trends[m, s] for s in runs if s != "trained"])
     frame = fs.trend_frame(trends)
     assert set(frame.metric) == {fs.METRIC_LABELS[m] for m in fs.DEPTH_METRICS}
-    table = fs.trend_table(frame)
+    table = fp.trend_table(frame)
     assert all(_header_is_words(c) for c in table.columns)
     assert table["95% interval"].iloc[0] == f"[{frame.lo.iloc[0]:+.3f}, {frame.hi.iloc[0]:+.3f}]"
 
@@ -284,7 +285,7 @@ def test_smallest_moduli_and_sub_block_tables():
     m = nn.spectral_metrics(sets["random init, seed 0"].mean[::-1])
     row = frame[(frame.series == "random init, seed 0") & (frame.sub_block == "MLP") & (frame.layer == 1)].iloc[0]
     assert row.delta_H == pytest.approx(m["delta_H"][0])
-    table = fs.sub_block_table(frame)
+    table = fp.sub_block_table(frame)
     assert len(table) == 8 and all(_header_is_words(c) for c in table.columns)
     assert list(table.columns)[2:] == ["δ_H, trained", "δ_H, random init (2 seeds)", "rotation fraction, trained",
                                        "rotation fraction, random init (2 seeds)"]
@@ -308,12 +309,12 @@ def test_controls_curves_and_funnel_tables():
     assert sn.blocks.iloc[0] == 1  # the product from block 2 starts after block 1
     frame = fs.block_erank_frame(runs)
     assert len(frame) == 12 and frame.lo.notna().all()
-    table = fs.block_erank_table(runs)
+    table = fp.block_erank_table(runs)
     assert table.iloc[0]["product 2..l, trained"] == "–"
     assert table.iloc[1]["erank J̄ₗ, trained"] == runs["trained"].interval("erank", 1).fmt(".1f")
     mini = fs.bootstrap_twins(sets, update=False, n_boot=5, resample=("funnel_no_b1",))
     mctrl = funnel.control_funnels(sets["trained"].mean[:, None], first=1)
-    final = fs.final_funnel_table(("dec", runs, ctrl), ("mini", mini, mctrl))
+    final = fp.final_funnel_table(("dec", runs, ctrl), ("mini", mini, mctrl))
     assert list(final.model) == ["dec"] * 3 + ["mini"] * 3
     assert final.iloc[0]["blocks 2–6 (primary)"] == ctrl["trained"]["as measured"].fmt(".1f")
     assert final.iloc[4]["Schur-normal, 2–6"] == "–"
@@ -331,7 +332,7 @@ def test_input_norms_rescaling_scales_and_per_prompt_erank():
     np.testing.assert_allclose(got, [nn.cumulative_product(per[:, p]).erank[-1] for p in range(4)])
     resc = pd.DataFrame({"scale": [1.0], "input_norm": [2.0], "erank_J1": [3.04], "update_norm": [5.0],
                          "funnel": [7.25]})
-    tab = fs.rescaling_table(resc)
+    tab = fp.rescaling_table(resc)
     assert all(_header_is_words(c) for c in tab.columns) and tab.iloc[0].tolist() == ["1.00", "2.00", "3.0", "5.0",
                                                                                        "7.2"]
 
@@ -394,7 +395,7 @@ def test_claim_measurements_quote_the_numbers_the_verdicts_use():
 
     ev = _evidence(trained_falls=False, funnel_found="not reproduced", coupled=False)
     v = fs.claim_verdicts(ev)
-    m = fs.claim_measurements(ev, v)
+    m = fp.claim_measurements(ev, v)
     assert set(m) == set(v)
     assert m["FG1"].startswith("f_C 0.85 (Ginibre 0.93); trained slope ") and "(flat); twins flat, flat" in m["FG1"]
     assert m["FG3"].startswith("final erank, blocks 2–6: trained 118.0 [116.0, 120.0] of 128 vs twins 24.0–27.0 "
@@ -404,7 +405,7 @@ def test_claim_measurements_quote_the_numbers_the_verdicts_use():
     assert "0 of 12 sub-block couplings" in m["FG5"] and "(twins 0 of 24)" in m["FG5"]
     assert m["FG5"].endswith("power 22% at r_S ≈ 0.16") and "0 of 6 layers" in m["FG6"]
     assert m["FG7"].startswith("verdicts FG1–FG6: FG1 not reproduced,")
-    frame = fs.verdict_frame(CLAIMS, v, m)
+    frame = fp.verdict_frame(CLAIMS, v, m)
     assert list(frame.claim) == [f"FG{i}" for i in range(1, 8)]
     assert list(frame.columns) == ["claim", "paper's claim", "measured (book-decoder)", "verdict"]
 

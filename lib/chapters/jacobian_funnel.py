@@ -39,16 +39,13 @@ __all__ = [
     "PAPER_MODELS",
     "PRODUCTS",
     "block_erank_frame",
-    "block_erank_table",
     "bootstrap_twins",
-    "claim_measurements",
     "claim_verdicts",
     "combine_verdicts",
     "compare_with_twins",
     "control_verdict",
     "depth_frame",
     "depth_trends",
-    "final_funnel_table",
     "funnel_curves",
     "funnel_verdict",
     "input_norms",
@@ -59,18 +56,14 @@ __all__ = [
     "paper_model_work",
     "per_prompt_final_erank",
     "rescaling_scales",
-    "rescaling_table",
     "sign_pattern_verdict",
     "smallest_moduli",
     "sub_block_frame",
-    "sub_block_table",
     "trend_frame",
-    "trend_table",
     "trend_verdict",
     "trend_verdicts",
     "twin_control_funnels",
     "verdict_counts",
-    "verdict_frame",
 ]
 
 
@@ -231,7 +224,7 @@ def input_rescaling(model: SpectralModel, X0, Jbar, scales: Sequence[float]) -> 
     return pd.DataFrame(rows)
 
 
-# --- What the chapter's sections compute, as tables (sections 4.2–4.8) -----------------------------------
+# --- What the chapter's sections compute, as frames and runs over twins (sections 4.2–4.7) ------------------
 
 DEPTH_METRICS: tuple[str, ...] = ("f_C", "delta_H", "r_rot")
 """The per-layer metrics whose trend with depth section 4.3 tests."""
@@ -309,14 +302,6 @@ def trend_frame(trends: dict[tuple[str, str], TrendTest]) -> pd.DataFrame:
                          for (m, s), t in trends.items()])
 
 
-def trend_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """:func:`trend_frame` with readable columns: the slope and its 95% interval as text (one precision)."""
-    return pd.DataFrame({"metric": frame.metric, "weights": frame.series,
-                         "slope per unit depth": [f"{v:+.3f}" for v in frame.slope],
-                         "95% interval": [f"[{a:+.3f}, {b:+.3f}]" for a, b in zip(frame.lo, frame.hi)],
-                         "direction": frame.direction})
-
-
 def smallest_moduli(jacobians: dict[str, object]) -> pd.DataFrame:
     """``min |λ|`` of every mean Jacobian: a column ``block`` (1-based), then one column per entry of
     ``jacobians`` (a label → a :class:`lib.jacobians.sweep.JacobianSet` or an ``(L, d, d)`` stack)."""
@@ -351,20 +336,6 @@ def sub_block_frame(jacobians: dict[str, object], trained: str = "trained") -> p
                       "sub_block": names.get(part, part), "layer": l + 1, "delta_H": m["delta_H"][l],
                       "r_rot": m["r_rot"][l]} for l in range(len(Jm))]
     return pd.DataFrame(rows)
-
-
-def sub_block_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """:func:`sub_block_frame` as a page table: one row per layer and sub-block, the trained value and the range
-    over the twins' seeds of ``δ_H`` and ``r_rot`` of the update (two decimals)."""
-    from lib.page.tables import value_range
-
-    tab = frame.groupby(["layer", "sub_block", "weights"], sort=False)[["delta_H", "r_rot"]].agg(value_range)
-    tab = tab.unstack("weights")
-    labels = {"delta_H": "δ_H", "r_rot": "rotation fraction"}
-    order = list(dict.fromkeys(frame.weights))
-    tab = tab[[(m, w) for m in ("delta_H", "r_rot") for w in order]]
-    tab.columns = [f"{labels[m]}, {w}" for m, w in tab.columns]
-    return tab.reset_index().rename(columns={"sub_block": "sub-block"})
 
 
 def twin_control_funnels(jacobians: dict[str, object], *, n_boot: int, trained: str = "trained",
@@ -420,56 +391,6 @@ def block_erank_frame(runs: dict[str, BootstrapRun]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def block_erank_table(runs: dict[str, BootstrapRun], trained: str = "trained") -> pd.DataFrame:
-    """Per block: the erank of ``J̄_l`` alone and of the products from block 1 and from block 2, trained (with
-    its 95% interval) and twins (range over the seeds), as text with one decimal."""
-    from lib.page.tables import value_range
-
-    tr = runs[trained]
-    twins = [r for s, r in runs.items() if s != trained]
-
-    def twin_range(name: str, i: int) -> str:
-        return value_range([r.point[name][i] for r in twins], ".1f")
-
-    L = len(tr.point["erank"])
-    return pd.DataFrame([{
-        "block l": l + 1,
-        "erank J̄ₗ, trained": tr.interval("erank", l).fmt(".1f"), "erank J̄ₗ, twins": twin_range("erank", l),
-        "product 1..l, trained": tr.interval("funnel", l + 1).fmt(".1f"),
-        "product 1..l, twins": twin_range("funnel", l + 1),
-        "product 2..l, trained": tr.interval("funnel_no_b1", l).fmt(".1f") if l else "–",
-        "product 2..l, twins": twin_range("funnel_no_b1", l) if l else "–",
-    } for l in range(L)])
-
-
-def final_funnel_table(decoder: tuple[str, dict[str, BootstrapRun], dict[str, dict[str, Interval]]],
-                       contrast: tuple[str, dict[str, BootstrapRun], dict[str, Interval]],
-                       trained: str = "trained") -> pd.DataFrame:
-    """The final effective ranks of section 4.6, with and without block 1 and under both controls.
-
-    Args:
-        decoder: ``(name, runs, controls)``: the pre-norm model's runs and its :func:`twin_control_funnels`.
-        contrast: ``(name, runs, controls)``: the post-LN contrast's runs (only ``funnel_no_b1`` resampled) and
-            the trained model's :func:`lib.methods.funnel.control_funnels` (point values).
-    """
-    def fin(ctrl: dict[str, Interval], s: str, c: str) -> str:
-        return ctrl[c].fmt(".1f") if s == trained else f"{ctrl[c].point:.1f}"
-
-    name, runs, ctrl = decoder
-    rows = [{"model": name, "weights": s, "all 6 blocks": f"{r.point['funnel'][-1]:.1f}",
-             "blocks 2–6 (primary)": fin(ctrl[s], s, "as measured"),
-             "Schur-normal, 2–6": fin(ctrl[s], s, "Schur-normal"),
-             "shuffled Schur, 2–6": fin(ctrl[s], s, "shuffled Schur")} for s, r in runs.items()]
-    name, runs, mctrl = contrast
-    rows += [{"model": name, "weights": s, "all 6 blocks": f"{r.point['funnel'][-1]:.1f}",
-              "blocks 2–6 (primary)": (r.interval("funnel_no_b1").fmt(".1f") if s == trained
-                                       else f"{r.point['funnel_no_b1'][-1]:.1f}"),
-              "Schur-normal, 2–6": f"{mctrl['Schur-normal'].point:.1f}" if s == trained else "–",
-              "shuffled Schur, 2–6": f"{mctrl['shuffled Schur'].point:.1f}" if s == trained else "–"}
-             for s, r in runs.items()]
-    return pd.DataFrame(rows)
-
-
 def input_norms(inputs: dict[str, object], blocks: int = 2) -> dict[str, np.ndarray]:
     """Median residual norm over prompts entering each of the first ``blocks`` blocks, per series
     (``inputs``: series label → ``(L + 1, P, d)`` residuals of :func:`lib.jacobians.sweep.residual_inputs`)."""
@@ -491,7 +412,7 @@ def per_prompt_final_erank(per_prompt) -> np.ndarray:
     return funnel_eranks(np.swapaxes(np.asarray(per_prompt), 0, 1))[:, -1]  # prompts lead: (P, L, d, d)
 
 
-# --- Section 4.8: the claims' verdicts and what was measured, from the section's results ----------------------
+# --- Section 4.8: the claims' verdicts, from the section's results --------------------------------------------
 
 
 @dataclass
@@ -523,12 +444,15 @@ class FunnelEvidence:
 
     @property
     def twins(self) -> list[str]:
+        """The twins' series labels, in order."""
         return [s for s in self.runs if s != self.trained]
 
     def twin_dirs(self, metric: str) -> str:
+        """The twins' trend directions of ``metric`` (``"falls"``, ``"rises"``, …), comma-separated."""
         return ", ".join(self.trends[metric, s].direction for s in self.twins)
 
-    def _split(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def split(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The trained model's rows of a coupling frame (sorted by layer) and the twins' rows."""
         is_tr = frame.weights == self.trained
         return frame[is_tr].sort_values("layer"), frame[~is_tr]
 
@@ -539,11 +463,11 @@ def claim_verdicts(ev: FunnelEvidence) -> dict[str, str]:
     fun_tr = ev.controls[ev.trained]["as measured"]
     fun_rd = [ev.controls[s]["as measured"] for s in ev.twins]
     pw = ev.power.set_index("effect") if "effect" in ev.power.columns else ev.power
-    sub_tr, sub_rd = ev._split(ev.sub_blocks)
+    sub_tr, sub_rd = ev.split(ev.sub_blocks)
     attn, mlp = (sub_tr[sub_tr.sub_block == s].sort_values("layer") for s in ("attention", "MLP"))
     op = operator_sign_verdict(attn.r_s, attn.q, mlp.r_s, mlp.q,
                                [g.q for _, g in sub_rd.groupby(["weights", "sub_block"])])
-    block_tr, _ = ev._split(ev.coupling)
+    block_tr, _ = ev.split(ev.coupling)
     v = {"FG1": tv["f_C"], "FG2": combine_verdicts([tv["delta_H"], tv["r_rot"]]),
          "FG3": funnel_verdict(fun_tr, fun_rd)}
     v["FG4"] = control_verdict(ev.controls[ev.trained]["Schur-normal / as measured"], v["FG3"])
@@ -552,56 +476,6 @@ def claim_verdicts(ev: FunnelEvidence) -> dict[str, str]:
                                pw.power_bh)
     v["FG7"] = learned_verdict([v[c] for c in ("FG1", "FG2", "FG3", "FG4", "FG5", "FG6")])
     return v
-
-
-def claim_measurements(ev: FunnelEvidence, verdicts: dict[str, str]) -> dict[str, str]:
-    """What was measured for each claim, as one phrase with its intervals (the Results page's column)."""
-    from lib.page.tables import value_range
-
-    tr, t = ev.trained, ev.trends
-    run = ev.runs[tr]
-    ctrl = ev.controls[tr]
-    fun_tr, fun_rd = ctrl["as measured"], [ev.controls[s]["as measured"] for s in ev.twins]
-    pw = ev.power.set_index("effect") if "effect" in ev.power.columns else ev.power
-    power = f"power {pw.power_bh.iloc[1]:.0%} at r_S ≈ {pw.r_s_mean.iloc[1]:.2f}"
-    b1_twins = value_range([ev.runs[s].point["erank"][0] for s in ev.twins], ".1f")
-    sub_tr, sub_rd = ev._split(ev.sub_blocks)
-    attn, mlp = (sub_tr[sub_tr.sub_block == s] for s in ("attention", "MLP"))
-    block_tr, block_rd = ev._split(ev.coupling)
-
-    def fit(metric: str) -> str:
-        return f"{t[metric, tr].fmt()} ({t[metric, tr].direction}"
-
-    def span(r) -> str:
-        return f"{r.min():+.2f} to {r.max():+.2f}"
-
-    return {
-        "FG1": f"f_C {value_range(run.point['f_C'])} (Ginibre {ev.ginibre:.2f}); trained {fit('f_C')}); "
-               f"twins {ev.twin_dirs('f_C')}",
-        "FG2": f"δ_H of J̄ − I: {fit('delta_H')}; twins {ev.twin_dirs('delta_H')}); r_rot: {fit('r_rot')}; "
-               f"twins {ev.twin_dirs('r_rot')})",
-        "FG3": f"final erank, blocks 2–6: trained {fun_tr.fmt('.1f')} of {ev.d} vs twins "
-               f"{value_range([x.point for x in fun_rd], '.1f')} ({compare_with_twins(fun_tr, fun_rd)}); "
-               f"all 6 blocks {run.point['funnel'][-1]:.1f}, a single-block collapse (erank J̄₁ "
-               f"{run.point['erank'][0]:.1f}, twins {b1_twins})",
-        "FG4": f"Schur-normal / as measured, blocks 2–6: {ctrl['Schur-normal / as measured'].fmt('.2f')}, "
-               f"but no funnel to remove (FG3: {verdicts['FG3']})",
-        "FG5": f"attention r_S {span(attn.r_s)}, MLP {span(mlp.r_s)}; {int((sub_tr.q < 0.05).sum())} of "
-               f"{len(sub_tr)} sub-block couplings significant at FDR 5% (BH) (twins {int((sub_rd.q < 0.05).sum())} "
-               f"of {len(sub_rd)}); {power}",
-        "FG6": f"block r_S {span(block_tr.r_s)}, {int((block_tr.q < 0.05).sum())} of {len(block_tr)} layers "
-               f"significant at FDR 5% (BH) (twins {int((block_rd.q < 0.05).sum())} of {len(block_rd)}); {power}",
-        "FG7": "verdicts FG1–FG6: " + ", ".join(f"{c} {verdicts[c]}" for c in ("FG1", "FG2", "FG3", "FG4", "FG5", "FG6"))
-               + f"; learned but outside the claims: block 1's collapse (erank {run.point['erank'][0]:.1f} vs "
-               f"{b1_twins} at init)",
-    }
-
-
-def verdict_frame(claims: Sequence, verdicts: dict[str, str], measured: dict[str, str]) -> pd.DataFrame:
-    """The table of section 4.8: one row per claim of ``claims`` (:class:`lib.page.claims.Claim` s) that has a
-    verdict: ``claim``, ``paper's claim``, ``measured (book-decoder)``, ``verdict``."""
-    return pd.DataFrame([{"claim": c.id, "paper's claim": c.text, "measured (book-decoder)": measured[c.id],
-                          "verdict": verdicts[c.id]} for c in claims if c.id in verdicts])
 
 
 def verdict_counts(verdicts: dict[str, str]) -> dict[str, int]:
@@ -651,11 +525,3 @@ def paper_model_work(models: Sequence[tuple[str, int, int, int, str]] = PAPER_MO
     return pd.DataFrame(rows)
 
 
-def rescaling_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """:func:`input_rescaling`'s table for the page: readable columns, as text (two decimals for scales and
-    norms, one for effective ranks and the update norm)."""
-    from lib.page.tables import text_columns
-
-    return text_columns(frame, {"scale c": ("scale", ".2f"), "median input norm": ("input_norm", ".2f"),
-                                "erank J̄₁": ("erank_J1", ".1f"), "‖J̄₁ − I‖_F": ("update_norm", ".1f"),
-                                "erank, all six blocks": ("funnel", ".1f")})
