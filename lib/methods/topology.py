@@ -18,7 +18,8 @@ edges, and partitioned by signed Leiden. [ours] Every parameter and every formul
    "inconclusive (underpowered)" (chapters 4 and 6).
 
 The analysis depends on the coordinate basis (the spectra do not): it is meaningful only because
-norms and activations single out the standard basis.
+norms and activations single out the standard basis. The page's tables of these results (``coupling_table``,
+``operator_table``, ``community_table``, ``power_table``) are in :mod:`lib.page.jacobian_funnel`.
 """
 
 from __future__ import annotations
@@ -44,18 +45,14 @@ __all__ = [
     "SUB_BLOCK_NAMES",
     "TopologySweep",
     "community_gain",
-    "community_table",
     "correlation_graph",
     "coupling",
-    "coupling_table",
     "layer_topology",
     "nmi",
-    "operator_table",
     "participation",
     "planted_power",
     "pooled_community_coupling",
     "power_qualified",
-    "power_table",
     "signed_leiden",
     "token_matrix",
     "topology_sweep",
@@ -427,30 +424,6 @@ def topology_sweep(twins: Twins, jacobians: Mapping[str, JacobianSet], texts: Se
     return TopologySweep(layers=layers, coupling=coup, sub_blocks=parts, series=[twins.series(m) for m in twins])
 
 
-def coupling_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """:attr:`TopologySweep.coupling` for the page: readable columns, one precision per quantity (as text)."""
-    from lib.page.tables import text_columns
-
-    return text_columns(frame, {
-        "weights": ("weights", ""), "layer": ("layer", ""), "tokens": ("n_tokens", ""),
-        "communities": ("communities", ""), "NMI (mean over seeds)": ("nmi_seeds", ".2f"),
-        "NMI (worst seed)": ("nmi_min", ".2f"), "Spearman r": ("r_s", "+.3f"),
-        "p (gains permuted)": ("p_gain", ".3g"), "q (BH)": ("q", ".3g"), "p (labels shuffled)": ("p_relabel", ".3g"),
-    })
-
-
-def operator_table(sub_blocks: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """Sub-block couplings per layer (rows) and series × sub-block (columns), as ``"+0.12"``, starred where the
-    BH-adjusted ``q < alpha``."""
-    cell = [f"{r:+.2f}" + (" *" if q < alpha else "") for r, q in zip(sub_blocks.r_s, sub_blocks.q)]
-    tab = sub_blocks.assign(cell=cell).pivot_table(index="layer", columns=["weights", "sub_block"], values="cell",
-                                                   aggfunc="first")
-    order, subs = list(dict.fromkeys(sub_blocks.weights)), list(dict.fromkeys(sub_blocks.sub_block))
-    tab = tab[[(w, sb) for w in order for sb in subs if (w, sb) in tab.columns]]
-    tab.columns = [f"{w}, {sub}" for w, sub in tab.columns]
-    return tab.reset_index()
-
-
 def pooled_community_coupling(sweep: TopologySweep, min_size: int = 5) -> tuple[pd.DataFrame, dict[str, object]]:
     """Communities of every layer, pooled per series, and the Spearman correlation of their boundary score with
     their log gain (section 4.7's community-level test).
@@ -466,26 +439,6 @@ def pooled_community_coupling(sweep: TopologySweep, min_size: int = 5) -> tuple[
     comm = pd.concat(frames, ignore_index=True)
     comm = comm[comm["size"] >= min_size]
     return comm, {s: spearmanr(g.boundary, g.log_gain) for s, g in comm.groupby("weights", sort=False)}
-
-
-def community_table(communities: pd.DataFrame) -> pd.DataFrame:
-    """:func:`pooled_community_coupling`'s communities for the page, readable columns (three decimals)."""
-    from lib.page.tables import text_columns
-
-    return text_columns(communities.assign(number=communities.community + 1), {
-        "weights": ("weights", ""), "layer": ("layer", ""), "community": ("number", ""), "units": ("size", ""),
-        "boundary score": ("boundary", ".3f"), "log gain": ("log_gain", "+.3f"),
-        "self-gain of the update": ("self_gain", "+.3f")})
-
-
-def power_table(power: pd.DataFrame) -> pd.DataFrame:
-    """:func:`planted_power`'s table for the page: readable columns, powers in percent."""
-    from lib.page.tables import text_columns
-
-    return text_columns(power, {
-        "planted effect": ("effect", ".1f"), "mean planted coupling": ("r_s_mean", "+.2f"),
-        "NMI with the planted partition": ("nmi_mean", ".2f"), "power at p < 0.05": ("power", ".0%"),
-        "power at the BH threshold (1 layer in 6)": ("power_bh", ".0%")})
 
 
 def power_qualified(verdict: str, planted_r, power, *, at_r: float = 0.2, level: float = 0.8) -> str:

@@ -38,11 +38,15 @@ __all__ = [
     "community_graph_chart",
     "community_layout",
     "community_scatter_chart",
+    "community_table",
     "coupling_chart",
+    "coupling_table",
     "depth_chart",
     "final_funnel_table",
     "funnel_chart",
     "jacobian_clouds",
+    "operator_table",
+    "power_table",
     "rescaling_chart",
     "rescaling_table",
     "slope_chart",
@@ -395,7 +399,7 @@ def jacobian_clouds(Jbar: np.ndarray, layers: Sequence[int], *, model: str,
                             title=title, width=150, height=150)
 
 
-# --- What the chapter's sections compute, as tables (sections 4.3–4.7) -----------------------------------
+# --- What the chapter's sections compute, as tables (sections 4.3–4.6) -----------------------------------
 
 
 def trend_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -474,6 +478,49 @@ def rescaling_table(frame: pd.DataFrame) -> pd.DataFrame:
     return text_columns(frame, {"scale c": ("scale", ".2f"), "median input norm": ("input_norm", ".2f"),
                                 "erank J̄₁": ("erank_J1", ".1f"), "‖J̄₁ − I‖_F": ("update_norm", ".1f"),
                                 "erank, all six blocks": ("funnel", ".1f")})
+
+
+# --- Section 4.7's tables: the communities' coupling to gain (lib.methods.topology) ----------------------------
+
+
+def coupling_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """:attr:`lib.methods.topology.TopologySweep.coupling` for the page: readable columns, one precision per
+    quantity (as text)."""
+    return text_columns(frame, {
+        "weights": ("weights", ""), "layer": ("layer", ""), "tokens": ("n_tokens", ""),
+        "communities": ("communities", ""), "NMI (mean over seeds)": ("nmi_seeds", ".2f"),
+        "NMI (worst seed)": ("nmi_min", ".2f"), "Spearman r": ("r_s", "+.3f"),
+        "p (gains permuted)": ("p_gain", ".3g"), "q (BH)": ("q", ".3g"), "p (labels shuffled)": ("p_relabel", ".3g"),
+    })
+
+
+def operator_table(sub_blocks: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """Sub-block couplings per layer (rows) and series × sub-block (columns), as ``"+0.12"``, starred where the
+    BH-adjusted ``q < alpha``."""
+    cell = [f"{r:+.2f}" + (" *" if q < alpha else "") for r, q in zip(sub_blocks.r_s, sub_blocks.q)]
+    tab = sub_blocks.assign(cell=cell).pivot_table(index="layer", columns=["weights", "sub_block"], values="cell",
+                                                   aggfunc="first")
+    order, subs = list(dict.fromkeys(sub_blocks.weights)), list(dict.fromkeys(sub_blocks.sub_block))
+    tab = tab[[(w, sb) for w in order for sb in subs if (w, sb) in tab.columns]]
+    tab.columns = [f"{w}, {sub}" for w, sub in tab.columns]
+    return tab.reset_index()
+
+
+def community_table(communities: pd.DataFrame) -> pd.DataFrame:
+    """:func:`lib.methods.topology.pooled_community_coupling`'s communities for the page, readable columns (three
+    decimals)."""
+    return text_columns(communities.assign(number=communities.community + 1), {
+        "weights": ("weights", ""), "layer": ("layer", ""), "community": ("number", ""), "units": ("size", ""),
+        "boundary score": ("boundary", ".3f"), "log gain": ("log_gain", "+.3f"),
+        "self-gain of the update": ("self_gain", "+.3f")})
+
+
+def power_table(power: pd.DataFrame) -> pd.DataFrame:
+    """:func:`lib.methods.topology.planted_power`'s table for the page: readable columns, powers in percent."""
+    return text_columns(power, {
+        "planted effect": ("effect", ".1f"), "mean planted coupling": ("r_s_mean", "+.2f"),
+        "NMI with the planted partition": ("nmi_mean", ".2f"), "power at p < 0.05": ("power", ".0%"),
+        "power at the BH threshold (1 layer in 6)": ("power_bh", ".0%")})
 
 
 # --- Section 4.8: what was measured for each claim, and the table of verdicts -------------------------------
