@@ -67,6 +67,9 @@ __all__ = [
 ]
 
 
+# --- Verdicts of section 4.8: decided from intervals and corrected p-values only -----------------------
+
+
 def trend_verdict(trained: TrendTest, twins: Sequence[TrendTest], expected: str = "falls") -> str:
     """Verdict on "the metric ``expected`` (falls/rises) with depth, and that is learned".
 
@@ -94,9 +97,6 @@ def compare_with_twins(trained: Interval, twins: Sequence[Interval]) -> str:
     if all(trained.lo > t.hi for t in twins):
         return "higher"
     return "overlaps"
-
-
-# --- Verdicts of section 4.8: decided from intervals and corrected p-values only -----------------------
 
 
 def funnel_verdict(trained: Interval, twins: Sequence[Interval]) -> str:
@@ -181,49 +181,6 @@ def learned_verdict(verdicts: Sequence[str]) -> str:
     return "not specific to training" if n_ns else "not reproduced"
 
 
-def metric_frame(runs: dict[tuple[str, str], BootstrapRun], metrics: Sequence[str] = ("f_C", "delta_H", "r_rot", "erank"),
-                 level: float | None = None) -> pd.DataFrame:
-    """Long table of per-layer metrics: ``model``, ``weights``, ``layer``, ``depth``, ``metric``, ``value``,
-    ``lo``, ``hi`` (``lo``/``hi`` NaN for runs without a bootstrap; ``level`` None: each run's own)."""
-    rows = []
-    for (model, weights), r in runs.items():
-        for m in metrics:
-            L = len(r.point[m])
-            for l in range(L):
-                iv = r.interval(m, l, level) if r.has_interval(m) else Interval(float(r.point[m][l]), np.nan, np.nan)
-                rows.append({"model": model, "weights": weights, "layer": l + 1, "depth": (l + 1) / L, "metric": m,
-                             "value": iv.point, "lo": iv.lo, "hi": iv.hi})
-    return pd.DataFrame(rows)
-
-
-def input_rescaling(model: SpectralModel, X0, Jbar, scales: Sequence[float]) -> pd.DataFrame:
-    """Block 1's Jacobian with its input rescaled: the test of "small input × pre-norm" for a block-1 collapse.
-
-    For each ``c`` in ``scales``, block 1's single-token Jacobians are recomputed at ``c · x`` for every
-    prompt's first-block input ``x`` (rows of ``X0``, ``(P, d)``), averaged, and put in place of ``J̄_1``.
-
-    Returns:
-        one row per scale: ``scale``, ``input_norm`` (median ``‖c x‖``), ``erank_J1`` (of the new ``J̄_1``),
-        ``update_norm`` (``‖J̄_1 − I‖_F``), ``funnel`` (final erank of the product over all blocks with it).
-    """
-    import torch
-
-    from lib.jacobians import sweep
-
-    X0 = torch.as_tensor(X0)
-    base = float(np.median(X0.norm(dim=-1).numpy()))
-    Js = as_float64(Jbar).copy()
-    rows = []
-    for c in scales:
-        J1 = sweep.layer_jacobians(model, 0, c * X0).mean(0).cpu().numpy()
-        Js[0] = J1
-        m = spectral_metrics(J1)
-        rows.append({"scale": float(c), "input_norm": c * base, "erank_J1": float(m["erank"]),
-                     "update_norm": float(np.linalg.norm(J1 - np.eye(len(J1)))),
-                     "funnel": float(funnel_eranks(Js)[-1])})
-    return pd.DataFrame(rows)
-
-
 # --- What the chapter's sections compute, as frames and runs over twins (sections 4.2–4.7) ------------------
 
 DEPTH_METRICS: tuple[str, ...] = ("f_C", "delta_H", "r_rot")
@@ -246,6 +203,21 @@ def bootstrap_twins(jacobians, *, update: bool, n_boot: int, seed: int = 0,
     """
     return {s: bootstrap_run(js.per_prompt, update=update, n_boot=n_boot, seed=seed, resample=resample)
             for s, js in jacobians.items()}
+
+
+def metric_frame(runs: dict[tuple[str, str], BootstrapRun], metrics: Sequence[str] = ("f_C", "delta_H", "r_rot", "erank"),
+                 level: float | None = None) -> pd.DataFrame:
+    """Long table of per-layer metrics: ``model``, ``weights``, ``layer``, ``depth``, ``metric``, ``value``,
+    ``lo``, ``hi`` (``lo``/``hi`` NaN for runs without a bootstrap; ``level`` None: each run's own)."""
+    rows = []
+    for (model, weights), r in runs.items():
+        for m in metrics:
+            L = len(r.point[m])
+            for l in range(L):
+                iv = r.interval(m, l, level) if r.has_interval(m) else Interval(float(r.point[m][l]), np.nan, np.nan)
+                rows.append({"model": model, "weights": weights, "layer": l + 1, "depth": (l + 1) / L, "metric": m,
+                             "value": iv.point, "lo": iv.lo, "hi": iv.hi})
+    return pd.DataFrame(rows)
 
 
 def depth_frame(panels: dict[str, dict[str, BootstrapRun]], baselines: dict[str, float] | None = None,
@@ -404,6 +376,34 @@ def rescaling_scales(norms: dict[str, np.ndarray], trained: str = "trained",
     tr = norms[trained]
     c_twin = float(np.mean([n[0] for s, n in norms.items() if s != trained]) / tr[0])
     return [c_twin, *[float(c) for c in grid], float(tr[1] / tr[0])]
+
+
+def input_rescaling(model: SpectralModel, X0, Jbar, scales: Sequence[float]) -> pd.DataFrame:
+    """Block 1's Jacobian with its input rescaled: the test of "small input × pre-norm" for a block-1 collapse.
+
+    For each ``c`` in ``scales``, block 1's single-token Jacobians are recomputed at ``c · x`` for every
+    prompt's first-block input ``x`` (rows of ``X0``, ``(P, d)``), averaged, and put in place of ``J̄_1``.
+
+    Returns:
+        one row per scale: ``scale``, ``input_norm`` (median ``‖c x‖``), ``erank_J1`` (of the new ``J̄_1``),
+        ``update_norm`` (``‖J̄_1 − I‖_F``), ``funnel`` (final erank of the product over all blocks with it).
+    """
+    import torch
+
+    from lib.jacobians import sweep
+
+    X0 = torch.as_tensor(X0)
+    base = float(np.median(X0.norm(dim=-1).numpy()))
+    Js = as_float64(Jbar).copy()
+    rows = []
+    for c in scales:
+        J1 = sweep.layer_jacobians(model, 0, c * X0).mean(0).cpu().numpy()
+        Js[0] = J1
+        m = spectral_metrics(J1)
+        rows.append({"scale": float(c), "input_norm": c * base, "erank_J1": float(m["erank"]),
+                     "update_norm": float(np.linalg.norm(J1 - np.eye(len(J1)))),
+                     "funnel": float(funnel_eranks(Js)[-1])})
+    return pd.DataFrame(rows)
 
 
 def per_prompt_final_erank(per_prompt) -> np.ndarray:
