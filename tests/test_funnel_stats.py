@@ -1,5 +1,6 @@
-"""lib.chapters.jacobian_funnel: vectorised metrics against lib.linalg.nonnormal, the prompt bootstrap, the trend test and
-the verdict rules of chapter 4 (section 4.8)."""
+"""Chapter 4's statistics: the vectorised metrics (lib.linalg.nonnormal) against their Schur references, the prompt
+bootstrap and the controls (lib.methods.funnel), the trend test, the frames and verdict rules
+(lib.chapters.jacobian_funnel, section 4.8) and the page's tables (lib.page.jacobian_funnel)."""
 
 from __future__ import annotations
 
