@@ -31,7 +31,7 @@ from lib.linalg.nonnormal import both_controls, funnel_eranks, spectral_metrics
 from lib.parallel import map_matrices
 from lib.stats import Interval, TrendTest, bootstrap_weights, interval, resampled_means, trend_test
 
-__all__ = ["BOOTSTRAP_STATS", "BootstrapRun", "CONTROLS", "bootstrap_run", "control_funnels"]
+__all__ = ["BOOTSTRAP_STATS", "CONTROLS", "BootstrapRun", "bootstrap_run", "control_funnels"]
 
 
 @dataclass
