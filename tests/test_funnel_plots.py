@@ -11,6 +11,7 @@ import pytest
 from test_book_charts import _nodes
 
 from lib.chapters import jacobian_funnel as fs
+from lib.methods import funnel
 from lib.page import jacobian_funnel as fp
 from lib.page.plotting import NULL_COLOR, TRAINED_COLOR, model_kind, model_palette
 
@@ -86,7 +87,7 @@ def test_community_graph_chart_is_laid_out_by_community():
 def _runs():
     rng = np.random.default_rng(2)
     per = {s: np.eye(6) + 0.3 * rng.standard_normal((4, 8, 6, 6)) for s in SERIES}
-    return {s: fs.bootstrap_run(p, n_boot=5) for s, p in per.items()}, per
+    return {s: funnel.bootstrap_run(p, n_boot=5) for s, p in per.items()}, per
 
 
 def test_depth_slope_funnel_and_block_charts_use_the_books_colours():

@@ -1,5 +1,6 @@
-"""lib.chapters.jacobian_funnel: vectorised metrics against lib.linalg.nonnormal, the prompt bootstrap, the trend test and
-the verdict rules of chapter 4 (section 4.8)."""
+"""Chapter 4's statistics: the vectorised metrics (lib.linalg.nonnormal) against their Schur references, the prompt
+bootstrap and the controls (lib.methods.funnel), the trend test, the frames and verdict rules
+(lib.chapters.jacobian_funnel, section 4.8) and the page's tables (lib.page.jacobian_funnel)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from lib import stats
 from lib.chapters import jacobian_funnel as fs
 from lib.jacobians import sweep as jac
 from lib.linalg import nonnormal as nn
+from lib.methods import funnel, topology
+from lib.page import jacobian_funnel as fp
 from lib.page.claims import VERDICTS
 
 
@@ -23,7 +26,7 @@ def _stack(L=4, P=12, d=10, seed=0, scale=0.4):
 
 def test_spectral_metrics_match_nonnormal():
     J = _stack(L=5, P=1)[:, 0]
-    m = fs.spectral_metrics(J)
+    m = nn.spectral_metrics(J)
     for l, Jl in enumerate(J):
         assert m["f_C"][l] == nn.complex_fraction(Jl)
         assert m["delta_H"][l] == pytest.approx(nn.henrici_rel(Jl), rel=1e-9)
@@ -37,7 +40,7 @@ def test_post_ln_contrast_uses_J_itself():
     theta = 0.7
     R = np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])
     J = np.kron(np.eye(3), R) @ np.diag([1, 1, 1, 1, 1, 1.0]) + np.triu(np.ones((6, 6)), 3)  # non-normal part
-    on_j, on_update = fs.spectral_metrics(J, update=False), fs.spectral_metrics(J, update=True)
+    on_j, on_update = nn.spectral_metrics(J, update=False), nn.spectral_metrics(J, update=True)
     assert on_j["delta_H"] == pytest.approx(nn.henrici(J) / np.linalg.norm(J), rel=1e-9)
     assert on_j["r_rot"] == pytest.approx(nn.rotation_fraction(J), rel=1e-12)
     assert on_update["delta_H"] == pytest.approx(nn.henrici_rel(J), rel=1e-9)
@@ -46,7 +49,7 @@ def test_post_ln_contrast_uses_J_itself():
 
 def test_funnel_eranks_match_cumulative_product():
     J = _stack(L=5, P=3, d=12, scale=1.5)
-    got = fs.funnel_eranks(np.moveaxis(J, 1, 0))  # (P, L, d, d) -> (P, L + 1)
+    got = nn.funnel_eranks(np.moveaxis(J, 1, 0))  # (P, L, d, d) -> (P, L + 1)
     for p in range(3):
         np.testing.assert_allclose(got[p], nn.cumulative_product(J[:, p]).erank, rtol=1e-10)
 
@@ -89,14 +92,14 @@ def test_ols_slope_and_trend_directions():
 
 def test_bootstrap_run_and_intervals():
     per = _stack(L=4, P=16, d=8, seed=3)
-    r = fs.bootstrap_run(per, n_boot=40, seed=0)
+    r = funnel.bootstrap_run(per, n_boot=40, seed=0)
     assert r.boot["f_C"].shape == (40, 4) and r.boot["funnel"].shape == (40, 5) and r.boot["funnel_no_b1"].shape == (40, 4)
     Jm = per.mean(1)
     np.testing.assert_allclose(r.point["funnel_no_b1"], nn.cumulative_product(Jm[1:]).erank, rtol=1e-10)
     iv = r.interval("delta_H", 2)
     assert iv.lo <= iv.hi and iv.point == pytest.approx(nn.henrici_rel(Jm[2]), rel=1e-9)
     assert isinstance(r.trend("r_rot"), stats.TrendTest)
-    point_only = fs.bootstrap_run(Jm[:, None], update=False)
+    point_only = funnel.bootstrap_run(Jm[:, None], update=False)
     assert point_only.boot is None
     np.testing.assert_allclose(point_only.point["delta_H"], [nn.henrici(J) / np.linalg.norm(J) for J in Jm], rtol=1e-9)
     with pytest.raises(ValueError):
@@ -106,11 +109,11 @@ def test_bootstrap_run_and_intervals():
 def test_bootstrap_run_subset_and_level():
     """Resampling a subset gives the same replicates as the full run (same seed), and the run's level is used."""
     per = _stack(L=4, P=16, d=8, seed=5)
-    full = fs.bootstrap_run(per, n_boot=25, seed=1)
-    part = fs.bootstrap_run(per, n_boot=25, seed=1, resample=("funnel_no_b1",), level=0.8)
+    full = funnel.bootstrap_run(per, n_boot=25, seed=1)
+    part = funnel.bootstrap_run(per, n_boot=25, seed=1, resample=("funnel_no_b1",), level=0.8)
     assert set(part.boot) == {"funnel_no_b1"} and part.has_interval("funnel_no_b1") and not part.has_interval("f_C")
     np.testing.assert_array_equal(part.boot["funnel_no_b1"], full.boot["funnel_no_b1"])
-    for m in fs.BOOTSTRAP_STATS:
+    for m in funnel.BOOTSTRAP_STATS:
         np.testing.assert_array_equal(part.point[m], full.point[m])
     iv = part.interval("funnel_no_b1")
     assert iv.level == 0.8 and (iv.lo, iv.hi) == tuple(np.quantile(full.boot["funnel_no_b1"][:, -1], [0.1, 0.9]))
@@ -119,17 +122,17 @@ def test_bootstrap_run_subset_and_level():
     frame = fs.metric_frame({("m", "trained"): part})
     assert frame.lo.isna().all()  # no per-layer metric was resampled
     with pytest.raises(ValueError, match="unknown"):
-        fs.bootstrap_run(per, n_boot=5, resample=("funnel_all",))
+        funnel.bootstrap_run(per, n_boot=5, resample=("funnel_all",))
 
 
 def test_control_funnels_match_nonnormal():
     per = _stack(L=4, P=5, d=12, seed=4, scale=1.0)
-    got = fs.control_funnels(per, first=1)
+    got = funnel.control_funnels(per, first=1)
     ref = nn.funnel_variants(None, controls={k: M[1:] for k, M in nn.control_matrices(per.mean(1)).items()})
-    for name in fs.CONTROLS:
+    for name in funnel.CONTROLS:
         assert got[name].point == pytest.approx(ref[name].erank[-1], rel=1e-10)
     assert got["Schur-normal / as measured"].point == pytest.approx(got["Schur-normal"].point / got["as measured"].point)
-    booted = fs.control_funnels(per, first=1, n_boot=5)
+    booted = funnel.control_funnels(per, first=1, n_boot=5)
     assert booted["as measured"].point == got["as measured"].point and booted["as measured"].lo <= booted["as measured"].hi
 
 
@@ -201,11 +204,11 @@ def test_input_rescaling_on_a_tiny_decoder(tiny_dir):
 
 def test_power_qualified_turns_an_underpowered_null_into_inconclusive():
     planted, power = [0.08, 0.16, 0.32], [0.05, 0.22, 0.84]
-    assert fs.power_qualified("not reproduced", planted, power) == "inconclusive (underpowered)"
-    assert fs.power_qualified("not reproduced", planted, power, at_r=0.3) == "not reproduced"
-    assert fs.power_qualified("reproduced", planted, power) == "reproduced"  # only a null result is qualified
+    assert topology.power_qualified("not reproduced", planted, power) == "inconclusive (underpowered)"
+    assert topology.power_qualified("not reproduced", planted, power, at_r=0.3) == "not reproduced"
+    assert topology.power_qualified("reproduced", planted, power) == "reproduced"  # only a null result is qualified
     with pytest.raises(ValueError):
-        fs.power_qualified("not reproduced", [0.1], [0.2, 0.3])
+        topology.power_qualified("not reproduced", [0.1], [0.2, 0.3])
 
 
 # -- the chapter's computations, moved out of the page (issue #17) ------------------------------------------------
@@ -236,7 +239,7 @@ def test_bootstrap_twins_gives_every_series_the_same_resamples():
     runs = fs.bootstrap_twins(sets, update=True, n_boot=6, seed=2)
     assert list(runs) == list(sets)
     for s, r in runs.items():
-        ref = fs.bootstrap_run(sets[s].per_prompt, update=True, n_boot=6, seed=2)
+        ref = funnel.bootstrap_run(sets[s].per_prompt, update=True, n_boot=6, seed=2)
         np.testing.assert_array_equal(r.boot["funnel"], ref.boot["funnel"])
     part = fs.bootstrap_twins(sets, update=False, n_boot=4, resample=("funnel_no_b1",))
     assert all(set(r.boot) == {"funnel_no_b1"} and not r.update for r in part.values())
@@ -244,7 +247,7 @@ def test_bootstrap_twins_gives_every_series_the_same_resamples():
 
 def test_depth_frame_holds_points_intervals_and_baselines():
     runs = fs.bootstrap_twins(_twin_sets(), update=True, n_boot=8)
-    points = {s: fs.bootstrap_run(_twin_sets()[s].per_prompt, update=False) for s in ("trained",)}
+    points = {s: funnel.bootstrap_run(_twin_sets()[s].per_prompt, update=False) for s in ("trained",)}
     df = fs.depth_frame({"A": runs, "B": points}, {"A": 0.9, "B": 0.8})
     assert len(df) == 4 * 3 + 4 and set(df.model) == {"A", "B"}
     row = df[(df.model == "A") & (df.series == "random init, seed 1") & (df.layer == 3)].iloc[0]
@@ -264,7 +267,7 @@ def test_depth_trends_and_their_verdicts_equal_the_rules():
         assert v == fs.trend_verdict(trends[m, "trained"], [trends[m, s] for s in runs if s != "trained"])
     frame = fs.trend_frame(trends)
     assert set(frame.metric) == {fs.METRIC_LABELS[m] for m in fs.DEPTH_METRICS}
-    table = fs.trend_table(frame)
+    table = fp.trend_table(frame)
     assert all(_header_is_words(c) for c in table.columns)
     assert table["95% interval"].iloc[0] == f"[{frame.lo.iloc[0]:+.3f}, {frame.hi.iloc[0]:+.3f}]"
 
@@ -280,10 +283,10 @@ def test_smallest_moduli_and_sub_block_tables():
         s.parts = {"attn": s.mean, "mlp": s.mean[::-1].copy()}
     frame = fs.sub_block_frame(sets)
     assert set(frame.weights) == {"trained", "random init (2 seeds)"} and set(frame.sub_block) == {"attention", "MLP"}
-    m = fs.spectral_metrics(sets["random init, seed 0"].mean[::-1])
+    m = nn.spectral_metrics(sets["random init, seed 0"].mean[::-1])
     row = frame[(frame.series == "random init, seed 0") & (frame.sub_block == "MLP") & (frame.layer == 1)].iloc[0]
     assert row.delta_H == pytest.approx(m["delta_H"][0])
-    table = fs.sub_block_table(frame)
+    table = fp.sub_block_table(frame)
     assert len(table) == 8 and all(_header_is_words(c) for c in table.columns)
     assert list(table.columns)[2:] == ["δ_H, trained", "δ_H, random init (2 seeds)", "rotation fraction, trained",
                                        "rotation fraction, random init (2 seeds)"]
@@ -293,7 +296,7 @@ def test_controls_curves_and_funnel_tables():
     sets = _twin_sets(L=4, P=6, d=10)
     runs = fs.bootstrap_twins(sets, update=True, n_boot=5)
     ctrl = fs.twin_control_funnels(sets, n_boot=5)
-    ref = fs.control_funnels(sets["trained"].per_prompt, first=1, n_boot=5)
+    ref = funnel.control_funnels(sets["trained"].per_prompt, first=1, n_boot=5)
     assert ctrl["trained"]["as measured"] == ref["as measured"]
     twin = ctrl["random init, seed 0"]["Schur-normal"]
     assert twin.lo == twin.hi == twin.point  # the twins get point values only
@@ -307,12 +310,12 @@ def test_controls_curves_and_funnel_tables():
     assert sn.blocks.iloc[0] == 1  # the product from block 2 starts after block 1
     frame = fs.block_erank_frame(runs)
     assert len(frame) == 12 and frame.lo.notna().all()
-    table = fs.block_erank_table(runs)
+    table = fp.block_erank_table(runs)
     assert table.iloc[0]["product 2..l, trained"] == "–"
     assert table.iloc[1]["erank J̄ₗ, trained"] == runs["trained"].interval("erank", 1).fmt(".1f")
     mini = fs.bootstrap_twins(sets, update=False, n_boot=5, resample=("funnel_no_b1",))
-    mctrl = fs.control_funnels(sets["trained"].mean[:, None], first=1)
-    final = fs.final_funnel_table(("dec", runs, ctrl), ("mini", mini, mctrl))
+    mctrl = funnel.control_funnels(sets["trained"].mean[:, None], first=1)
+    final = fp.final_funnel_table(("dec", runs, ctrl), ("mini", mini, mctrl))
     assert list(final.model) == ["dec"] * 3 + ["mini"] * 3
     assert final.iloc[0]["blocks 2–6 (primary)"] == ctrl["trained"]["as measured"].fmt(".1f")
     assert final.iloc[4]["Schur-normal, 2–6"] == "–"
@@ -330,12 +333,12 @@ def test_input_norms_rescaling_scales_and_per_prompt_erank():
     np.testing.assert_allclose(got, [nn.cumulative_product(per[:, p]).erank[-1] for p in range(4)])
     resc = pd.DataFrame({"scale": [1.0], "input_norm": [2.0], "erank_J1": [3.04], "update_norm": [5.0],
                          "funnel": [7.25]})
-    tab = fs.rescaling_table(resc)
+    tab = fp.rescaling_table(resc)
     assert all(_header_is_words(c) for c in tab.columns) and tab.iloc[0].tolist() == ["1.00", "2.00", "3.0", "5.0",
                                                                                        "7.2"]
 
 
-def _evidence(trained_falls: bool, funnel: str, coupled: bool):
+def _evidence(trained_falls: bool, funnel_found: str, coupled: bool):
     """Evidence with known answers: a falling or flat trend, a trained funnel narrower or wider than the twins,
     sub-block and block couplings significant (early negative, late positive, opposite sub-block signs) or not."""
     x = np.arange(1, 7) / 6
@@ -350,11 +353,11 @@ def _evidence(trained_falls: bool, funnel: str, coupled: bool):
         trends[m, "trained"] = trend(-1.0 if trained_falls else 0.0)
         for s in twins:
             trends[m, s] = trend(0.0)
-    runs = {s: fs.BootstrapRun(point={"f_C": np.full(6, 0.85), "erank": np.r_[3.0 if s == "trained" else 48.0,
+    runs = {s: funnel.BootstrapRun(point={"f_C": np.full(6, 0.85), "erank": np.r_[3.0 if s == "trained" else 48.0,
                                                                               np.full(5, 100.0)],
                                       "funnel": np.r_[128.0, np.full(6, 3.3 if s == "trained" else 20.0)]},
                                boot=None, update=True, n_prompts=48) for s in ["trained", *twins]}
-    width = {"reproduced": (10, 9, 11), "not reproduced": (118, 116, 120)}[funnel]
+    width = {"reproduced": (10, 9, 11), "not reproduced": (118, 116, 120)}[funnel_found]
     ctrl = {"trained": {"as measured": _iv(*width), "Schur-normal / as measured": _iv(3.0, 2.0, 4.0)},
             twins[0]: {"as measured": _iv(24, 24, 24)}, twins[1]: {"as measured": _iv(27, 27, 27)}}
     q_sig = np.r_[0.01, np.full(4, 0.5), 0.01] if coupled else np.full(6, 0.5)
@@ -373,11 +376,11 @@ def _evidence(trained_falls: bool, funnel: str, coupled: bool):
 
 def test_claim_verdicts_follow_the_evidence():
     """The verdict table of section 4.8 (once a dict literal on the page): each claim from its rule."""
-    none = fs.claim_verdicts(_evidence(trained_falls=False, funnel="not reproduced", coupled=False))
+    none = fs.claim_verdicts(_evidence(trained_falls=False, funnel_found="not reproduced", coupled=False))
     assert none == {"FG1": "not reproduced", "FG2": "not reproduced", "FG3": "not reproduced",
                     "FG4": "not reproduced", "FG5": "inconclusive (underpowered)",
                     "FG6": "inconclusive (underpowered)", "FG7": "not reproduced"}
-    every = fs.claim_verdicts(_evidence(trained_falls=True, funnel="reproduced", coupled=True))
+    every = fs.claim_verdicts(_evidence(trained_falls=True, funnel_found="reproduced", coupled=True))
     assert every == {c: "reproduced" for c in ("FG1", "FG2", "FG3", "FG4", "FG5", "FG6", "FG7")}
     for v in (none, every):
         assert set(v.values()) <= set(VERDICTS)
@@ -391,9 +394,9 @@ def test_claim_verdicts_follow_the_evidence():
 def test_claim_measurements_quote_the_numbers_the_verdicts_use():
     from lib.page.claims import CLAIMS
 
-    ev = _evidence(trained_falls=False, funnel="not reproduced", coupled=False)
+    ev = _evidence(trained_falls=False, funnel_found="not reproduced", coupled=False)
     v = fs.claim_verdicts(ev)
-    m = fs.claim_measurements(ev, v)
+    m = fp.claim_measurements(ev, v)
     assert set(m) == set(v)
     assert m["FG1"].startswith("f_C 0.85 (Ginibre 0.93); trained slope ") and "(flat); twins flat, flat" in m["FG1"]
     assert m["FG3"].startswith("final erank, blocks 2–6: trained 118.0 [116.0, 120.0] of 128 vs twins 24.0–27.0 "
@@ -403,7 +406,7 @@ def test_claim_measurements_quote_the_numbers_the_verdicts_use():
     assert "0 of 12 sub-block couplings" in m["FG5"] and "(twins 0 of 24)" in m["FG5"]
     assert m["FG5"].endswith("power 22% at r_S ≈ 0.16") and "0 of 6 layers" in m["FG6"]
     assert m["FG7"].startswith("verdicts FG1–FG6: FG1 not reproduced,")
-    frame = fs.verdict_frame(CLAIMS, v, m)
+    frame = fp.verdict_frame(CLAIMS, v, m)
     assert list(frame.claim) == [f"FG{i}" for i in range(1, 8)]
     assert list(frame.columns) == ["claim", "paper's claim", "measured (book-decoder)", "verdict"]
 

@@ -44,7 +44,8 @@ def test_readable_table_labels_formats_and_the_model_column():
     column only when several models are stacked (chapter 3)."""
     import re
 
-    from lib.methods.layer_spectra import TABLE_LABELS, LayerSpectra, readable_table
+    from lib.methods.layer_spectra import LayerSpectra
+    from lib.page.layer_spectra import TABLE_LABELS, readable_table
 
     rng = np.random.default_rng(0)
     table = LayerSpectra(rng.standard_normal((2, 6, 6)), "M (trained)").table

@@ -9,6 +9,7 @@ from scipy.stats import spearmanr
 
 from lib import stats
 from lib.methods import topology as tp
+from lib.page import jacobian_funnel as fp
 
 
 @pytest.fixture(scope="module")
@@ -153,16 +154,16 @@ def test_topology_tables_have_readable_headers(decoder_sweep):
     assert set(corr) == set(sweep.series) and (comm["size"] >= 5).all()
     trained = comm[comm.weights == "trained"]
     assert corr["trained"].statistic == pytest.approx(spearmanr(trained.boundary, trained.log_gain).statistic)
-    op = tp.operator_table(sweep.sub_blocks)
+    op = fp.operator_table(sweep.sub_blocks)
     assert list(op.columns) == ["layer", "trained, attention", "trained, MLP", "random init, seed 0, attention",
                                 "random init, seed 0, MLP"]
     power = pd.DataFrame({"effect": [0.1], "r_s_mean": [0.08], "nmi_mean": [0.9], "power": [0.25], "power_bh": [0.1]})
-    for tab in (tp.coupling_table(sweep.coupling), op, tp.community_table(comm), tp.power_table(power)):
+    for tab in (fp.coupling_table(sweep.coupling), op, fp.community_table(comm), fp.power_table(power)):
         assert not [c for c in tab.columns if re.search(r"[A-Za-z0-9]_[A-Za-z0-9]", str(c))], tab.columns
-    assert tp.power_table(power).iloc[0].tolist() == ["0.1", "+0.08", "0.90", "25%", "10%"]
+    assert fp.power_table(power).iloc[0].tolist() == ["0.1", "+0.08", "0.90", "25%", "10%"]
 
 
 def test_operator_table_stars_significant_couplings():
     sub = pd.DataFrame({"weights": ["trained"] * 2, "sub_block": ["attention", "MLP"], "layer": [1, 1],
                         "r_s": [0.25, -0.1], "q": [0.01, 0.5]})
-    assert tp.operator_table(sub).iloc[0].tolist() == [1, "+0.25 *", "-0.10"]
+    assert fp.operator_table(sub).iloc[0].tolist() == [1, "+0.25 *", "-0.10"]

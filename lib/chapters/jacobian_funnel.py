@@ -1,28 +1,17 @@
-"""Bootstrap intervals, depth-trend tests and the verdicts of chapter 4 (sections 4.3, 4.6 and 4.8).
+"""Chapter 4's runs over twins, its frames and its verdict rules (sections 4.2–4.9).
 
-Every statistic of chapter 4 is a function of the mean Jacobian ``J̄_l = (1/P) Σ_p J_l(x_p)`` over
-``P`` prompts. Its sampling variability is estimated by the **prompt bootstrap** [ours]: a resample
-draws ``P`` prompts with replacement, and its mean is ``w @ stack`` with ``w`` the ``(P,)`` resampling
-weights (counts / P), so no Jacobian is ever recomputed (:func:`bootstrap_weights`,
-:func:`resampled_means`).
+The statistics come from :mod:`lib.methods.funnel` (:func:`lib.methods.funnel.bootstrap_run`: the per-layer
+metrics and both funnels of one model with their prompt-bootstrap replicates; the non-normality controls) and
+:mod:`lib.linalg.nonnormal` (the metrics themselves, batched). This module runs them over a model and its
+random-init twins with the same resamples (:func:`bootstrap_twins`, :func:`twin_control_funnels`), gathers long
+frames for the charts of :mod:`lib.page.jacobian_funnel` (:func:`depth_frame`, :func:`trend_frame`,
+:func:`funnel_curves`, :func:`block_erank_frame`, …) and decides section 4.8's verdicts.
 
-Metrics are vectorised over any leading axes (:func:`spectral_metrics`, :func:`funnel_eranks`):
-
-* ``f_C`` (complex fraction), ``δ_H`` (relative Henrici departure) and ``r_rot`` (antisymmetric energy
-  fraction) of the **operator**: the update ``Ā = J̄ − I`` for pre-norm blocks (``update=True``), the
-  Jacobian ``J̄`` itself for post-LN blocks (``update=False``: no identity skip survives the final
-  LayerNorm, so ``J̄ − I`` is not an update the network performs);
-* ``erank`` of ``J̄_l`` (one block alone) and of the cumulative product ``P_l = J̄_{l−1} ⋯ J̄_0`` (the
-  funnel): a single-layer collapse is not a compounding funnel, so both are reported.
-
-``δ_H`` here uses ``dep(A)² = ‖A‖_F² − Σ|λ_i(A)|²`` from batched eigenvalues, which is accurate when
-``δ_H`` is not tiny (relative error ``≈ ε ‖A‖²/dep²``); :func:`lib.linalg.nonnormal.henrici_rel` (complex
-Schur) is the reference, and the tests compare both. Values of ``δ_H`` below ``1e-6`` are not
-resolved by this form.
-
-:func:`trend_test` turns bootstrap replicates of a per-layer metric into an OLS slope against relative
+:func:`lib.stats.trend_test` turns bootstrap replicates of a per-layer metric into an OLS slope against relative
 depth with a percentile interval; :func:`trend_verdict` and :func:`compare_with_twins` decide from the
-intervals alone, never from a fixed threshold on a point estimate.
+intervals alone, never from a fixed threshold on a point estimate, and :func:`claim_verdicts` decides FG1–FG7
+from a :class:`FunnelEvidence`. The page's tables and the Results page's phrases are in
+:mod:`lib.page.jacobian_funnel`.
 """
 
 from __future__ import annotations
@@ -34,36 +23,30 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from lib.linalg.spectra import TAU_COMPLEX, as_float64
-from lib.parallel import map_matrices
-from lib.stats import Interval, TrendTest, bootstrap_weights, interval, resampled_means, trend_test
+from lib.linalg.nonnormal import funnel_eranks, spectral_metrics
+from lib.linalg.spectra import as_float64
+from lib.methods.funnel import BOOTSTRAP_STATS, BootstrapRun, bootstrap_run, control_funnels
+from lib.methods.topology import power_qualified
+from lib.stats import Interval, TrendTest
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
 __all__ = [
-    "BootstrapRun",
-    "CONTROLS",
     "DEPTH_METRICS",
     "FunnelEvidence",
     "METRIC_LABELS",
     "PAPER_MODELS",
     "PRODUCTS",
     "block_erank_frame",
-    "block_erank_table",
-    "bootstrap_run",
     "bootstrap_twins",
-    "claim_measurements",
     "claim_verdicts",
     "combine_verdicts",
     "compare_with_twins",
-    "control_funnels",
     "control_verdict",
     "depth_frame",
     "depth_trends",
-    "final_funnel_table",
     "funnel_curves",
-    "funnel_eranks",
     "funnel_verdict",
     "input_norms",
     "input_rescaling",
@@ -72,85 +55,19 @@ __all__ = [
     "operator_sign_verdict",
     "paper_model_work",
     "per_prompt_final_erank",
-    "power_qualified",
     "rescaling_scales",
-    "rescaling_table",
     "sign_pattern_verdict",
     "smallest_moduli",
-    "spectral_metrics",
     "sub_block_frame",
-    "sub_block_table",
     "trend_frame",
-    "trend_table",
     "trend_verdict",
     "trend_verdicts",
     "twin_control_funnels",
     "verdict_counts",
-    "verdict_frame",
 ]
 
 
-def _erank_sv(s: np.ndarray) -> np.ndarray:
-    p = s**2
-    tot = p.sum(-1, keepdims=True)
-    p = np.divide(p, tot, out=np.zeros_like(p), where=tot > 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        H = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=-1)
-    return np.where(tot[..., 0] > 0, np.exp(H), 0.0)
-
-
-def spectral_metrics(Js, *, update: bool = True, tau: float = TAU_COMPLEX) -> dict[str, np.ndarray]:
-    """``f_C``, ``delta_H``, ``r_rot`` and ``erank`` of every matrix in a stack ``(..., d, d)`` (float64).
-
-    Args:
-        Js: block Jacobians (column convention), any leading shape.
-        update: ``True`` (pre-norm): the operator is ``J − I``; ``False`` (post-LN contrast): ``J`` itself.
-            ``f_C`` is shift-invariant, so only ``delta_H`` and ``r_rot`` depend on it. ``erank`` is always
-            of ``J`` (what a perturbation passes through).
-
-    Returns:
-        arrays of shape ``Js.shape[:-2]``. Definitions as :func:`lib.linalg.nonnormal.complex_fraction`,
-        :func:`lib.linalg.nonnormal.henrici_rel` (normalised by the operator's own norm) and
-        :func:`lib.linalg.nonnormal.rotation_fraction`.
-    """
-    J = as_float64(Js)
-    d = J.shape[-1]
-    A = J - np.eye(d) if update else J
-    lam = np.linalg.eigvals(A)
-    scale = np.abs(lam).max(-1, keepdims=True)
-    f_c = np.mean(np.abs(lam.imag) > tau * scale, axis=-1)
-    f_c = np.where(scale[..., 0] > 0, f_c, 0.0)
-    nrm2 = np.sum(A * A, axis=(-2, -1))
-    dep2 = np.clip(nrm2 - np.sum(np.abs(lam) ** 2, axis=-1), 0.0, None)
-    safe = np.where(nrm2 > 0, nrm2, 1.0)
-    delta_h = np.where(nrm2 > 0, np.sqrt(dep2 / safe), 0.0)
-    K = (A - np.swapaxes(A, -1, -2)) / 2
-    r_rot = np.where(nrm2 > 0, np.sum(K * K, axis=(-2, -1)) / safe, 0.0)
-    erank = _erank_sv(np.linalg.svd(J, compute_uv=False))
-    return {"f_C": f_c, "delta_H": delta_h, "r_rot": r_rot, "erank": erank}
-
-
-def funnel_eranks(Js) -> np.ndarray:
-    """Effective rank of the untruncated cumulative product after every block, batched.
-
-    Args:
-        Js: ``(..., L, d, d)`` Jacobians in block order.
-    Returns:
-        ``(..., L + 1)``: entry 0 is ``d`` (the identity), entry ``l`` is ``erank(J_{l−1} ⋯ J_0)``;
-        equal to :func:`lib.linalg.nonnormal.cumulative_product` ``(Js).erank`` for each leading index.
-    """
-    J = as_float64(Js)
-    *lead, L, d, _ = J.shape
-    P = np.broadcast_to(np.eye(d), (*lead, d, d)).copy()
-    out = [np.full(tuple(lead), float(d))]
-    for l in range(L):
-        P = J[..., l, :, :] @ P
-        nrm = np.sqrt(np.sum(P * P, axis=(-2, -1), keepdims=True))
-        if np.any(nrm == 0):
-            raise FloatingPointError("the cumulative product became exactly zero")
-        P = P / nrm
-        out.append(_erank_sv(np.linalg.svd(P, compute_uv=False)))
-    return np.stack(out, axis=-1)
+# --- Verdicts of section 4.8: decided from intervals and corrected p-values only -----------------------
 
 
 def trend_verdict(trained: TrendTest, twins: Sequence[TrendTest], expected: str = "falls") -> str:
@@ -180,121 +97,6 @@ def compare_with_twins(trained: Interval, twins: Sequence[Interval]) -> str:
     if all(trained.lo > t.hi for t in twins):
         return "higher"
     return "overlaps"
-
-
-@dataclass
-class BootstrapRun:
-    """Point values and prompt-bootstrap replicates of one model's chapter-4 statistics.
-
-    Attributes:
-        point: metric name → ``(L,)`` values from all prompts (``f_C``, ``delta_H``, ``r_rot``, ``erank``
-            of each ``J̄_l``), plus ``"funnel"`` ``(L + 1,)`` (cumulative product from block 1) and
-            ``"funnel_no_b1"`` ``(L,)`` (from block 2: entry 0 is ``d``).
-        boot: the same names → ``(B, …)`` replicates (``None`` when run without a bootstrap).
-        update: whether ``delta_H``/``r_rot`` are of ``J̄ − I`` (pre-norm) or of ``J̄`` (post-LN contrast).
-        n_prompts: P.
-        level: the default coverage of :meth:`interval` and :meth:`trend` (few replicates support only a
-            lower level: with ``B`` of them the 2.5% and 97.5% percentiles are about the extremes).
-    """
-
-    point: dict[str, np.ndarray]
-    boot: dict[str, np.ndarray] | None
-    update: bool
-    n_prompts: int
-    level: float = 0.95
-
-    def has_interval(self, name: str) -> bool:
-        """Whether ``name`` was resampled."""
-        return self.boot is not None and name in self.boot
-
-    def interval(self, name: str, index: int = -1, level: float | None = None) -> Interval:
-        """Bootstrap interval of ``point[name][index]`` (for the funnel, ``-1`` is the final product)."""
-        if not self.has_interval(name):
-            raise ValueError(f"this run has no bootstrap replicates of {name!r}")
-        return interval(float(self.point[name][index]), self.boot[name][:, index], level or self.level)
-
-    def trend(self, name: str, level: float | None = None) -> TrendTest:
-        """:func:`trend_test` of a per-layer metric against relative depth ``(l + 1)/L``."""
-        if not self.has_interval(name):
-            raise ValueError(f"this run has no bootstrap replicates of {name!r}")
-        L = len(self.point[name])
-        return trend_test(np.arange(1, L + 1) / L, self.point[name], self.boot[name], level or self.level)
-
-
-BOOTSTRAP_STATS: tuple[str, ...] = ("f_C", "delta_H", "r_rot", "erank", "funnel", "funnel_no_b1")
-"""The statistics of :func:`bootstrap_run`: four per-layer metrics (:func:`spectral_metrics`) and two funnels."""
-
-
-def bootstrap_run(per_prompt, *, update: bool = True, n_boot: int = 0, seed: int = 0,
-                  level: float = 0.95, resample: Sequence[str] = BOOTSTRAP_STATS) -> BootstrapRun:
-    """Every per-layer metric and both funnels of one model, with ``n_boot`` prompt-bootstrap replicates.
-
-    Args:
-        per_prompt: ``(L, P, d, d)`` single-prompt Jacobians (float32 is fine).
-        update: pre-norm (``True``: ``J̄ − I``) or post-LN contrast (``False``: ``J̄``).
-        n_boot: resamples (0: point values only). The same ``seed`` gives the same resamples to every
-            model with the same ``P``, so trained models and their twins are resampled alike.
-        level: the run's default interval coverage (:attr:`BootstrapRun.level`).
-        resample: the statistics that get replicates (all by default). At large ``d`` the per-layer metrics'
-            eigensolves are most of the cost: ``("funnel_no_b1",)`` resamples only the primary funnel.
-    """
-    unknown = set(resample) - set(BOOTSTRAP_STATS)
-    if unknown:
-        raise ValueError(f"unknown statistics {sorted(unknown)}; choose from {BOOTSTRAP_STATS}")
-    per = np.asarray(per_prompt)
-    L, P = per.shape[:2]
-    Jm = per.astype(np.float64).mean(1)
-
-    def stats(J: np.ndarray, names: Sequence[str] = BOOTSTRAP_STATS) -> dict[str, np.ndarray]:  # J: (..., L, d, d)
-        out = spectral_metrics(J, update=update) if set(names) & {"f_C", "delta_H", "r_rot", "erank"} else {}
-        if "funnel" in names:
-            out["funnel"] = funnel_eranks(J)
-        if "funnel_no_b1" in names:
-            out["funnel_no_b1"] = funnel_eranks(J[..., 1:, :, :])
-        return {name: out[name] for name in names}
-
-    point = stats(Jm)
-    boot = None
-    if n_boot and resample:  # one resample per thread: NumPy's LAPACK releases the GIL (lib.parallel)
-        reps = map_matrices(lambda J: stats(J, resample), resampled_means(per, bootstrap_weights(P, n_boot, seed)))
-        boot = {name: np.stack([r[name] for r in reps]) for name in resample}
-    return BootstrapRun(point=point, boot=boot, update=update, n_prompts=P, level=level)
-
-
-CONTROLS: tuple[str, ...] = ("as measured", "Schur-normal", "shuffled Schur")
-"""The funnel variants of :func:`lib.linalg.nonnormal.control_matrices`, in table order."""
-
-
-def control_funnels(per_prompt, *, first: int = 1, n_boot: int = 0, seed: int = 0) -> dict[str, Interval]:
-    """Final funnel erank of ``J̄`` and of its two controls from block ``first + 1`` on, with intervals.
-
-    Each resample's mean Jacobians get their own controls (:func:`lib.linalg.nonnormal.both_controls`, one real
-    Schur per layer and resample; the shuffle seed is the layer's index, as in
-    :func:`lib.linalg.nonnormal.control_matrices`). Also returns ``"Schur-normal / as measured"``, the ratio of
-    final eranks (> 1: removing the non-normality widens the funnel).
-
-    Args:
-        per_prompt: ``(L, P, d, d)``. first: blocks skipped (1: the rows without block 1).
-    """
-    from lib.linalg.nonnormal import both_controls
-
-    per = np.asarray(per_prompt)[first:]
-    P = per.shape[1]
-
-    def finals(J: np.ndarray) -> np.ndarray:  # (L', d, d) -> (3,)
-        pairs = [both_controls(M, seed=first + l) for l, M in enumerate(J)]
-        mats = (J, np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs]))
-        return np.array([funnel_eranks(M)[-1] for M in mats])
-
-    pt = finals(per.astype(np.float64).mean(1))
-    bt = (np.stack([finals(J) for J in resampled_means(per, bootstrap_weights(P, n_boot, seed))])
-          if n_boot else pt[None])
-    out = {name: interval(pt[i], bt[:, i]) for i, name in enumerate(CONTROLS)}
-    out["Schur-normal / as measured"] = interval(pt[1] / pt[0], bt[:, 1] / bt[:, 0])
-    return out
-
-
-# --- Verdicts of section 4.8: decided from intervals and corrected p-values only -----------------------
 
 
 def funnel_verdict(trained: Interval, twins: Sequence[Interval]) -> str:
@@ -363,33 +165,6 @@ def operator_sign_verdict(r_attn, q_attn, r_mlp, q_mlp, q_twins: Sequence, alpha
     return "reproduced" if split else "partly reproduced"
 
 
-def power_qualified(verdict: str, planted_r, power, *, at_r: float = 0.2, level: float = 0.8) -> str:
-    """A "not reproduced" from a test too weak to see a modest effect becomes "inconclusive (underpowered)".
-
-    Args:
-        verdict: the verdict of the test on the data.
-        planted_r: ``(E,)`` mean coupling ``r_S`` of each planted effect of a power analysis
-            (:func:`lib.methods.topology.planted_power`).
-        power: ``(E,)`` the share of replicates in which the test found that planted effect.
-        at_r: the effect size the test must be able to see [ours: a modest coupling, |r_S| = 0.2].
-        level: the power needed to read a null result as absence (0.8, the usual convention).
-
-    Returns:
-        ``verdict`` unchanged unless it is ``"not reproduced"`` and the power at the planted effect nearest
-        ``at_r`` is below ``level``.
-
-    Example:
-        >>> power_qualified("not reproduced", [0.16, 0.32], [0.22, 0.84])
-        'inconclusive (underpowered)'
-    """
-    if verdict != "not reproduced":
-        return verdict
-    r, pw = np.asarray(planted_r, dtype=np.float64), np.asarray(power, dtype=np.float64)
-    if r.shape != pw.shape or r.size == 0:
-        raise ValueError(f"planted_r and power must be equal-length, non-empty; got {r.shape} and {pw.shape}")
-    return "inconclusive (underpowered)" if pw[np.argmin(np.abs(r - at_r))] < level else verdict
-
-
 def learned_verdict(verdicts: Sequence[str]) -> str:
     """FG7 (none of it at random init), from the verdicts of the effects it qualifies.
 
@@ -404,6 +179,30 @@ def learned_verdict(verdicts: Sequence[str]) -> str:
     if n_rep and n_ns:
         return "partly reproduced"
     return "not specific to training" if n_ns else "not reproduced"
+
+
+# --- What the chapter's sections compute, as frames and runs over twins (sections 4.2–4.7) ------------------
+
+DEPTH_METRICS: tuple[str, ...] = ("f_C", "delta_H", "r_rot")
+"""The per-layer metrics whose trend with depth section 4.3 tests."""
+
+METRIC_LABELS: dict[str, str] = {"f_C": "complex fraction f_C", "delta_H": "Henrici departure δ_H",
+                                 "r_rot": "rotation fraction r_rot", "erank": "effective rank"}
+"""How tables and charts name the metrics (chart text may hold ``f_C``; table headers use words)."""
+
+
+def bootstrap_twins(jacobians, *, update: bool, n_boot: int, seed: int = 0,
+                    resample: Sequence[str] = BOOTSTRAP_STATS) -> dict[str, BootstrapRun]:
+    """:func:`lib.methods.funnel.bootstrap_run` for a model and each twin, with the same resamples (same
+    ``seed``).
+
+    Args:
+        jacobians: series label → :class:`lib.jacobians.sweep.JacobianSet` with ``per_prompt`` kept (for example
+            :attr:`lib.jacobians.sweep.TwinJacobians.jacobians`).
+        update, n_boot, seed, resample: as :func:`lib.methods.funnel.bootstrap_run`.
+    """
+    return {s: bootstrap_run(js.per_prompt, update=update, n_boot=n_boot, seed=seed, resample=resample)
+            for s, js in jacobians.items()}
 
 
 def metric_frame(runs: dict[tuple[str, str], BootstrapRun], metrics: Sequence[str] = ("f_C", "delta_H", "r_rot", "erank"),
@@ -421,63 +220,13 @@ def metric_frame(runs: dict[tuple[str, str], BootstrapRun], metrics: Sequence[st
     return pd.DataFrame(rows)
 
 
-def input_rescaling(model: SpectralModel, X0, Jbar, scales: Sequence[float]) -> pd.DataFrame:
-    """Block 1's Jacobian with its input rescaled: the test of "small input × pre-norm" for a block-1 collapse.
-
-    For each ``c`` in ``scales``, block 1's single-token Jacobians are recomputed at ``c · x`` for every
-    prompt's first-block input ``x`` (rows of ``X0``, ``(P, d)``), averaged, and put in place of ``J̄_1``.
-
-    Returns:
-        one row per scale: ``scale``, ``input_norm`` (median ``‖c x‖``), ``erank_J1`` (of the new ``J̄_1``),
-        ``update_norm`` (``‖J̄_1 − I‖_F``), ``funnel`` (final erank of the product over all blocks with it).
-    """
-    import torch
-
-    from lib.jacobians import sweep
-
-    X0 = torch.as_tensor(X0)
-    base = float(np.median(X0.norm(dim=-1).numpy()))
-    Js = as_float64(Jbar).copy()
-    rows = []
-    for c in scales:
-        J1 = sweep.layer_jacobians(model, 0, c * X0).mean(0).cpu().numpy()
-        Js[0] = J1
-        m = spectral_metrics(J1)
-        rows.append({"scale": float(c), "input_norm": c * base, "erank_J1": float(m["erank"]),
-                     "update_norm": float(np.linalg.norm(J1 - np.eye(len(J1)))),
-                     "funnel": float(funnel_eranks(Js)[-1])})
-    return pd.DataFrame(rows)
-
-
-# --- What the chapter's sections compute, as tables (sections 4.2–4.8) -----------------------------------
-
-DEPTH_METRICS: tuple[str, ...] = ("f_C", "delta_H", "r_rot")
-"""The per-layer metrics whose trend with depth section 4.3 tests."""
-
-METRIC_LABELS: dict[str, str] = {"f_C": "complex fraction f_C", "delta_H": "Henrici departure δ_H",
-                                 "r_rot": "rotation fraction r_rot", "erank": "effective rank"}
-"""How tables and charts name the metrics (chart text may hold ``f_C``; table headers use words)."""
-
-
-def bootstrap_twins(jacobians, *, update: bool, n_boot: int, seed: int = 0,
-                    resample: Sequence[str] = BOOTSTRAP_STATS) -> dict[str, BootstrapRun]:
-    """:func:`bootstrap_run` for a model and each twin, with the same resamples (same ``seed``).
-
-    Args:
-        jacobians: series label → :class:`lib.jacobians.sweep.JacobianSet` with ``per_prompt`` kept (for example
-            :attr:`lib.jacobians.sweep.TwinJacobians.jacobians`).
-        update, n_boot, seed, resample: as :func:`bootstrap_run`.
-    """
-    return {s: bootstrap_run(js.per_prompt, update=update, n_boot=n_boot, seed=seed, resample=resample)
-            for s, js in jacobians.items()}
-
-
 def depth_frame(panels: dict[str, dict[str, BootstrapRun]], baselines: dict[str, float] | None = None,
                 metrics: Sequence[str] = DEPTH_METRICS) -> pd.DataFrame:
     """One row per panel, series and layer, for :func:`lib.page.jacobian_funnel.depth_chart`.
 
     Args:
-        panels: panel title (a model and its operator) → series label → :class:`BootstrapRun`.
+        panels: panel title (a model and its operator) → series label →
+            :class:`lib.methods.funnel.BootstrapRun`.
         baselines: panel title → a reference level drawn as a dashed line (e.g. the Ginibre ``f_C``).
 
     Returns:
@@ -502,7 +251,8 @@ def depth_frame(panels: dict[str, dict[str, BootstrapRun]], baselines: dict[str,
 
 def depth_trends(runs: dict[str, BootstrapRun], metrics: Sequence[str] = DEPTH_METRICS
                  ) -> dict[tuple[str, str], TrendTest]:
-    """``(metric, series) → ``:meth:`BootstrapRun.trend` for every resampled run (section 4.3's slopes)."""
+    """``(metric, series) → ``:meth:`lib.methods.funnel.BootstrapRun.trend` for every resampled run (section 4.3's
+    slopes)."""
     return {(m, s): r.trend(m) for m in metrics for s, r in runs.items()}
 
 
@@ -522,14 +272,6 @@ def trend_frame(trends: dict[tuple[str, str], TrendTest]) -> pd.DataFrame:
     return pd.DataFrame([{"metric": METRIC_LABELS.get(m, m), "series": s, "slope": t.slope.point,
                           "lo": t.slope.lo, "hi": t.slope.hi, "direction": t.direction}
                          for (m, s), t in trends.items()])
-
-
-def trend_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """:func:`trend_frame` with readable columns: the slope and its 95% interval as text (one precision)."""
-    return pd.DataFrame({"metric": frame.metric, "weights": frame.series,
-                         "slope per unit depth": [f"{v:+.3f}" for v in frame.slope],
-                         "95% interval": [f"[{a:+.3f}, {b:+.3f}]" for a, b in zip(frame.lo, frame.hi)],
-                         "direction": frame.direction})
 
 
 def smallest_moduli(jacobians: dict[str, object]) -> pd.DataFrame:
@@ -568,24 +310,11 @@ def sub_block_frame(jacobians: dict[str, object], trained: str = "trained") -> p
     return pd.DataFrame(rows)
 
 
-def sub_block_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """:func:`sub_block_frame` as a page table: one row per layer and sub-block, the trained value and the range
-    over the twins' seeds of ``δ_H`` and ``r_rot`` of the update (two decimals)."""
-    from lib.page.tables import value_range
-
-    tab = frame.groupby(["layer", "sub_block", "weights"], sort=False)[["delta_H", "r_rot"]].agg(value_range)
-    tab = tab.unstack("weights")
-    labels = {"delta_H": "δ_H", "r_rot": "rotation fraction"}
-    order = list(dict.fromkeys(frame.weights))
-    tab = tab[[(m, w) for m in ("delta_H", "r_rot") for w in order]]
-    tab.columns = [f"{labels[m]}, {w}" for m, w in tab.columns]
-    return tab.reset_index().rename(columns={"sub_block": "sub-block"})
-
-
 def twin_control_funnels(jacobians: dict[str, object], *, n_boot: int, trained: str = "trained",
                          first: int = 1, seed: int = 0) -> dict[str, dict[str, Interval]]:
-    """:func:`control_funnels` of every series: intervals (``n_boot`` resamples) for ``trained``, point values
-    for the twins (one real Schur form per layer and resample makes the twins' intervals expensive)."""
+    """:func:`lib.methods.funnel.control_funnels` of every series: intervals (``n_boot`` resamples) for
+    ``trained``, point values for the twins (one real Schur form per layer and resample makes the twins'
+    intervals expensive)."""
     return {s: control_funnels(js.per_prompt, first=first, n_boot=n_boot if s == trained else 0, seed=seed)
             for s, js in jacobians.items()}
 
@@ -599,8 +328,9 @@ def funnel_curves(panels: dict[str, tuple[dict[str, BootstrapRun], np.ndarray]],
     """Every funnel curve of section 4.6's chart.
 
     Args:
-        panels: panel title → ``(runs, Jbar)``: the series' :class:`BootstrapRun` s and the trained model's mean
-            Jacobians ``(L, d, d)``, whose controls (:func:`lib.linalg.nonnormal.control_matrices`) give two more curves.
+        panels: panel title → ``(runs, Jbar)``: the series' :class:`lib.methods.funnel.BootstrapRun` s and the
+            trained model's mean Jacobians ``(L, d, d)``, whose controls
+            (:func:`lib.linalg.nonnormal.control_matrices`) give two more curves.
 
     Returns:
         columns ``model`` (panel), ``series``, ``product`` (one of :data:`PRODUCTS`), ``blocks`` (the last block
@@ -633,56 +363,6 @@ def block_erank_frame(runs: dict[str, BootstrapRun]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def block_erank_table(runs: dict[str, BootstrapRun], trained: str = "trained") -> pd.DataFrame:
-    """Per block: the erank of ``J̄_l`` alone and of the products from block 1 and from block 2, trained (with
-    its 95% interval) and twins (range over the seeds), as text with one decimal."""
-    from lib.page.tables import value_range
-
-    tr = runs[trained]
-    twins = [r for s, r in runs.items() if s != trained]
-
-    def twin_range(name: str, i: int) -> str:
-        return value_range([r.point[name][i] for r in twins], ".1f")
-
-    L = len(tr.point["erank"])
-    return pd.DataFrame([{
-        "block l": l + 1,
-        "erank J̄ₗ, trained": tr.interval("erank", l).fmt(".1f"), "erank J̄ₗ, twins": twin_range("erank", l),
-        "product 1..l, trained": tr.interval("funnel", l + 1).fmt(".1f"),
-        "product 1..l, twins": twin_range("funnel", l + 1),
-        "product 2..l, trained": tr.interval("funnel_no_b1", l).fmt(".1f") if l else "–",
-        "product 2..l, twins": twin_range("funnel_no_b1", l) if l else "–",
-    } for l in range(L)])
-
-
-def final_funnel_table(decoder: tuple[str, dict[str, BootstrapRun], dict[str, dict[str, Interval]]],
-                       contrast: tuple[str, dict[str, BootstrapRun], dict[str, Interval]],
-                       trained: str = "trained") -> pd.DataFrame:
-    """The final effective ranks of section 4.6, with and without block 1 and under both controls.
-
-    Args:
-        decoder: ``(name, runs, controls)``: the pre-norm model's runs and its :func:`twin_control_funnels`.
-        contrast: ``(name, runs, controls)``: the post-LN contrast's runs (only ``funnel_no_b1`` resampled) and
-            the trained model's :func:`control_funnels` (point values).
-    """
-    def fin(ctrl: dict[str, Interval], s: str, c: str) -> str:
-        return ctrl[c].fmt(".1f") if s == trained else f"{ctrl[c].point:.1f}"
-
-    name, runs, ctrl = decoder
-    rows = [{"model": name, "weights": s, "all 6 blocks": f"{r.point['funnel'][-1]:.1f}",
-             "blocks 2–6 (primary)": fin(ctrl[s], s, "as measured"),
-             "Schur-normal, 2–6": fin(ctrl[s], s, "Schur-normal"),
-             "shuffled Schur, 2–6": fin(ctrl[s], s, "shuffled Schur")} for s, r in runs.items()]
-    name, runs, mctrl = contrast
-    rows += [{"model": name, "weights": s, "all 6 blocks": f"{r.point['funnel'][-1]:.1f}",
-              "blocks 2–6 (primary)": (r.interval("funnel_no_b1").fmt(".1f") if s == trained
-                                       else f"{r.point['funnel_no_b1'][-1]:.1f}"),
-              "Schur-normal, 2–6": f"{mctrl['Schur-normal'].point:.1f}" if s == trained else "–",
-              "shuffled Schur, 2–6": f"{mctrl['shuffled Schur'].point:.1f}" if s == trained else "–"}
-             for s, r in runs.items()]
-    return pd.DataFrame(rows)
-
-
 def input_norms(inputs: dict[str, object], blocks: int = 2) -> dict[str, np.ndarray]:
     """Median residual norm over prompts entering each of the first ``blocks`` blocks, per series
     (``inputs``: series label → ``(L + 1, P, d)`` residuals of :func:`lib.jacobians.sweep.residual_inputs`)."""
@@ -698,13 +378,41 @@ def rescaling_scales(norms: dict[str, np.ndarray], trained: str = "trained",
     return [c_twin, *[float(c) for c in grid], float(tr[1] / tr[0])]
 
 
+def input_rescaling(model: SpectralModel, X0, Jbar, scales: Sequence[float]) -> pd.DataFrame:
+    """Block 1's Jacobian with its input rescaled: the test of "small input × pre-norm" for a block-1 collapse.
+
+    For each ``c`` in ``scales``, block 1's single-token Jacobians are recomputed at ``c · x`` for every
+    prompt's first-block input ``x`` (rows of ``X0``, ``(P, d)``), averaged, and put in place of ``J̄_1``.
+
+    Returns:
+        one row per scale: ``scale``, ``input_norm`` (median ``‖c x‖``), ``erank_J1`` (of the new ``J̄_1``),
+        ``update_norm`` (``‖J̄_1 − I‖_F``), ``funnel`` (final erank of the product over all blocks with it).
+    """
+    import torch
+
+    from lib.jacobians import sweep
+
+    X0 = torch.as_tensor(X0)
+    base = float(np.median(X0.norm(dim=-1).numpy()))
+    Js = as_float64(Jbar).copy()
+    rows = []
+    for c in scales:
+        J1 = sweep.layer_jacobians(model, 0, c * X0).mean(0).cpu().numpy()
+        Js[0] = J1
+        m = spectral_metrics(J1)
+        rows.append({"scale": float(c), "input_norm": c * base, "erank_J1": float(m["erank"]),
+                     "update_norm": float(np.linalg.norm(J1 - np.eye(len(J1)))),
+                     "funnel": float(funnel_eranks(Js)[-1])})
+    return pd.DataFrame(rows)
+
+
 def per_prompt_final_erank(per_prompt) -> np.ndarray:
     """The final effective rank of each prompt's own product ``J_{L−1}(x_{L−1}) ⋯ J_0(x_0)``
     (``per_prompt``: ``(L, P, d, d)``), against which the product of the means is compared."""
     return funnel_eranks(np.swapaxes(np.asarray(per_prompt), 0, 1))[:, -1]  # prompts lead: (P, L, d, d)
 
 
-# --- Section 4.8: the claims' verdicts and what was measured, from the section's results ----------------------
+# --- Section 4.8: the claims' verdicts, from the section's results --------------------------------------------
 
 
 @dataclass
@@ -713,7 +421,7 @@ class FunnelEvidence:
 
     Attributes:
         trends: :func:`depth_trends` of the trained model and each twin.
-        runs: series label → :class:`BootstrapRun` (the trained one first).
+        runs: series label → :class:`lib.methods.funnel.BootstrapRun` (the trained one first).
         controls: :func:`twin_control_funnels` (from block 2).
         coupling: block couplings of :func:`lib.methods.topology.topology_sweep` (columns ``weights``, ``layer``,
             ``depth``, ``r_s``, ``q``).
@@ -736,12 +444,15 @@ class FunnelEvidence:
 
     @property
     def twins(self) -> list[str]:
+        """The twins' series labels, in order."""
         return [s for s in self.runs if s != self.trained]
 
     def twin_dirs(self, metric: str) -> str:
+        """The twins' trend directions of ``metric`` (``"falls"``, ``"rises"``, …), comma-separated."""
         return ", ".join(self.trends[metric, s].direction for s in self.twins)
 
-    def _split(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def split(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The trained model's rows of a coupling frame (sorted by layer) and the twins' rows."""
         is_tr = frame.weights == self.trained
         return frame[is_tr].sort_values("layer"), frame[~is_tr]
 
@@ -752,11 +463,11 @@ def claim_verdicts(ev: FunnelEvidence) -> dict[str, str]:
     fun_tr = ev.controls[ev.trained]["as measured"]
     fun_rd = [ev.controls[s]["as measured"] for s in ev.twins]
     pw = ev.power.set_index("effect") if "effect" in ev.power.columns else ev.power
-    sub_tr, sub_rd = ev._split(ev.sub_blocks)
+    sub_tr, sub_rd = ev.split(ev.sub_blocks)
     attn, mlp = (sub_tr[sub_tr.sub_block == s].sort_values("layer") for s in ("attention", "MLP"))
     op = operator_sign_verdict(attn.r_s, attn.q, mlp.r_s, mlp.q,
                                [g.q for _, g in sub_rd.groupby(["weights", "sub_block"])])
-    block_tr, _ = ev._split(ev.coupling)
+    block_tr, _ = ev.split(ev.coupling)
     v = {"FG1": tv["f_C"], "FG2": combine_verdicts([tv["delta_H"], tv["r_rot"]]),
          "FG3": funnel_verdict(fun_tr, fun_rd)}
     v["FG4"] = control_verdict(ev.controls[ev.trained]["Schur-normal / as measured"], v["FG3"])
@@ -765,56 +476,6 @@ def claim_verdicts(ev: FunnelEvidence) -> dict[str, str]:
                                pw.power_bh)
     v["FG7"] = learned_verdict([v[c] for c in ("FG1", "FG2", "FG3", "FG4", "FG5", "FG6")])
     return v
-
-
-def claim_measurements(ev: FunnelEvidence, verdicts: dict[str, str]) -> dict[str, str]:
-    """What was measured for each claim, as one phrase with its intervals (the Results page's column)."""
-    from lib.page.tables import value_range
-
-    tr, t = ev.trained, ev.trends
-    run = ev.runs[tr]
-    ctrl = ev.controls[tr]
-    fun_tr, fun_rd = ctrl["as measured"], [ev.controls[s]["as measured"] for s in ev.twins]
-    pw = ev.power.set_index("effect") if "effect" in ev.power.columns else ev.power
-    power = f"power {pw.power_bh.iloc[1]:.0%} at r_S ≈ {pw.r_s_mean.iloc[1]:.2f}"
-    b1_twins = value_range([ev.runs[s].point["erank"][0] for s in ev.twins], ".1f")
-    sub_tr, sub_rd = ev._split(ev.sub_blocks)
-    attn, mlp = (sub_tr[sub_tr.sub_block == s] for s in ("attention", "MLP"))
-    block_tr, block_rd = ev._split(ev.coupling)
-
-    def fit(metric: str) -> str:
-        return f"{t[metric, tr].fmt()} ({t[metric, tr].direction}"
-
-    def span(r) -> str:
-        return f"{r.min():+.2f} to {r.max():+.2f}"
-
-    return {
-        "FG1": f"f_C {value_range(run.point['f_C'])} (Ginibre {ev.ginibre:.2f}); trained {fit('f_C')}); "
-               f"twins {ev.twin_dirs('f_C')}",
-        "FG2": f"δ_H of J̄ − I: {fit('delta_H')}; twins {ev.twin_dirs('delta_H')}); r_rot: {fit('r_rot')}; "
-               f"twins {ev.twin_dirs('r_rot')})",
-        "FG3": f"final erank, blocks 2–6: trained {fun_tr.fmt('.1f')} of {ev.d} vs twins "
-               f"{value_range([x.point for x in fun_rd], '.1f')} ({compare_with_twins(fun_tr, fun_rd)}); "
-               f"all 6 blocks {run.point['funnel'][-1]:.1f}, a single-block collapse (erank J̄₁ "
-               f"{run.point['erank'][0]:.1f}, twins {b1_twins})",
-        "FG4": f"Schur-normal / as measured, blocks 2–6: {ctrl['Schur-normal / as measured'].fmt('.2f')}, "
-               f"but no funnel to remove (FG3: {verdicts['FG3']})",
-        "FG5": f"attention r_S {span(attn.r_s)}, MLP {span(mlp.r_s)}; {int((sub_tr.q < 0.05).sum())} of "
-               f"{len(sub_tr)} sub-block couplings significant at FDR 5% (BH) (twins {int((sub_rd.q < 0.05).sum())} "
-               f"of {len(sub_rd)}); {power}",
-        "FG6": f"block r_S {span(block_tr.r_s)}, {int((block_tr.q < 0.05).sum())} of {len(block_tr)} layers "
-               f"significant at FDR 5% (BH) (twins {int((block_rd.q < 0.05).sum())} of {len(block_rd)}); {power}",
-        "FG7": "verdicts FG1–FG6: " + ", ".join(f"{c} {verdicts[c]}" for c in ("FG1", "FG2", "FG3", "FG4", "FG5", "FG6"))
-               + f"; learned but outside the claims: block 1's collapse (erank {run.point['erank'][0]:.1f} vs "
-               f"{b1_twins} at init)",
-    }
-
-
-def verdict_frame(claims: Sequence, verdicts: dict[str, str], measured: dict[str, str]) -> pd.DataFrame:
-    """The table of section 4.8: one row per claim of ``claims`` (:class:`lib.page.claims.Claim` s) that has a
-    verdict: ``claim``, ``paper's claim``, ``measured (book-decoder)``, ``verdict``."""
-    return pd.DataFrame([{"claim": c.id, "paper's claim": c.text, "measured (book-decoder)": measured[c.id],
-                          "verdict": verdicts[c.id]} for c in claims if c.id in verdicts])
 
 
 def verdict_counts(verdicts: dict[str, str]) -> dict[str, int]:
@@ -864,11 +525,3 @@ def paper_model_work(models: Sequence[tuple[str, int, int, int, str]] = PAPER_MO
     return pd.DataFrame(rows)
 
 
-def rescaling_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """:func:`input_rescaling`'s table for the page: readable columns, as text (two decimals for scales and
-    norms, one for effective ranks and the update norm)."""
-    from lib.page.tables import text_columns
-
-    return text_columns(frame, {"scale c": ("scale", ".2f"), "median input norm": ("input_norm", ".2f"),
-                                "erank J̄₁": ("erank_J1", ".1f"), "‖J̄₁ − I‖_F": ("update_norm", ".1f"),
-                                "erank, all six blocks": ("funnel", ".1f")})

@@ -29,7 +29,6 @@ import pandas as pd
 import torch
 
 from lib import stats
-from lib.chapters.jacobian_funnel import power_qualified
 from lib.jacobians import sweep as jac
 from lib.linalg import nonnormal as nn
 from lib.linalg import spectra
@@ -37,6 +36,7 @@ from lib.linalg.cumulative import erank_from_singular_values
 from lib.methods import alignment as als
 from lib.methods import bridge as br
 from lib.methods import steering
+from lib.methods.topology import power_qualified
 from lib.parallel import map_matrices
 from lib.stats import benjamini_hochberg, bootstrap_weights
 
@@ -706,7 +706,7 @@ def rate_verdict(n_significant: int, n_tests: int, power: pd.DataFrame, design: 
     """Claim TV3's rule: "reproduced" if all ``n_tests`` trained tests of :func:`rate_tests` are significant at
     FDR 5%, "partly reproduced" if ``n_significant`` of them are; with none, "not reproduced" only if the
     trained ``design``'s power at :data:`RATE_STRONG` (every test planted; ``power`` from :func:`rate_power`)
-    is at least 0.8, else "inconclusive (underpowered)" (:func:`lib.chapters.jacobian_funnel.power_qualified`)."""
+    is at least 0.8, else "inconclusive (underpowered)" (:func:`lib.methods.topology.power_qualified`)."""
     strong = power[power.design == design]
     verdict = ("not reproduced" if n_significant == 0 else "partly reproduced" if n_significant < n_tests
                else "reproduced")

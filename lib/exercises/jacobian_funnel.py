@@ -32,7 +32,7 @@ from lib.linalg.nonnormal import (
 __all__ = ["check_complex_fractions", "check_effective_rank", "check_schur_normal", "check_truncated_funnel"]
 
 
-_OFF_EFFECTIVE_RANK = ("lib.linalg.nonnormal.effective_rank", "lib.linalg.nonnormal.cumulative_product", "lib.linalg.cumulative.erank_from_singular_values", "lib.linalg.cumulative.cumulative_effective_rank", "lib.chapters.jacobian_funnel.funnel_eranks",)
+_OFF_EFFECTIVE_RANK = ("lib.linalg.nonnormal.effective_rank", "lib.linalg.nonnormal.cumulative_product", "lib.linalg.cumulative.erank_from_singular_values", "lib.linalg.cumulative.cumulative_effective_rank", "lib.linalg.nonnormal.funnel_eranks",)
 """The library's own versions of what the exercise asks for: off while the student's function runs."""
 
 
@@ -155,7 +155,7 @@ def _rotation(theta: float) -> np.ndarray:
     return np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])
 
 
-_OFF_COMPLEX_FRACTIONS = ("lib.linalg.nonnormal.complex_fraction", "lib.linalg.nonnormal.layer_metrics", "lib.chapters.jacobian_funnel.spectral_metrics",)
+_OFF_COMPLEX_FRACTIONS = ("lib.linalg.nonnormal.complex_fraction", "lib.linalg.nonnormal.layer_metrics", "lib.linalg.nonnormal.spectral_metrics",)
 """The library's own versions of what the exercise asks for: off while the student's function runs."""
 
 
@@ -225,7 +225,7 @@ def check_complex_fractions(fn: Callable[[np.ndarray], Any], verbose: bool = Tru
                      + [Case("leaves Jp unchanged", pure)], verbose, time_limit, off=_OFF_COMPLEX_FRACTIONS)
 
 
-_OFF_TRUNCATED_FUNNEL = ("lib.linalg.nonnormal.cumulative_product", "lib.linalg.nonnormal.funnel_variants", "lib.linalg.cumulative.cumulative_effective_rank", "lib.chapters.jacobian_funnel.funnel_eranks",)
+_OFF_TRUNCATED_FUNNEL = ("lib.linalg.nonnormal.cumulative_product", "lib.linalg.nonnormal.funnel_variants", "lib.linalg.cumulative.cumulative_effective_rank", "lib.linalg.nonnormal.funnel_eranks",)
 """The library's own versions of what the exercise asks for: off while the student's function runs."""
 
 

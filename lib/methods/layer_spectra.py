@@ -1,5 +1,5 @@
-"""Per-layer spectra of ``F_t = O_t V_t``: the table the book shows for a model (its chart:
-:func:`lib.page.layer_spectra.radius_gap_chart`).
+"""Per-layer spectra of ``F_t = O_t V_t``: the table of one model (its chart and the page's version of the table:
+:func:`lib.page.layer_spectra.radius_gap_chart`, :func:`lib.page.layer_spectra.readable_table`).
 
 All eigenvalues come from :mod:`lib.linalg.spectra` (float64 LAPACK, the book's ordering).
 """
@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 import torch
-from pandas.io.formats.style import Styler
 
 from lib.errors import InputError
 from lib.linalg import spectra
@@ -20,19 +19,7 @@ from lib.parallel import map_matrices
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
-__all__ = [
-    "TABLE_FORMAT", "TABLE_LABELS", "LayerSpectra", "ginibre_product_inner_fraction", "inner_fraction",
-    "layer_spectra", "readable_table", "summary_table",
-]
-
-TABLE_FORMAT = {"spectral_radius": "{:.4f}", "gap_ratio": "{:.4f}", "abs_gap": "{:.4f}", "residual": "{:.1e}",
-                "condition": "{:.2f}", "frobenius": "{:.2f}"}
-"""How the book shows :attr:`LayerSpectra.table` (a pandas ``Styler.format`` dict): four decimals for
-the spectrum, residuals in scientific notation, two decimals for κ(λ₁) and ``‖F‖_F``."""
-TABLE_LABELS = {"layer": "layer t", "spectral_radius": "|λ₁|", "lambda1": "λ₁", "lambda1_complex": "λ₁ complex",
-                "gap_ratio": "gap ratio |λ_next|/|λ₁|", "abs_gap": "|λ₁| − |λ_next|",
-                "residual": "residual of (λ₁, v₁)", "condition": "κ(λ₁)", "frobenius": "‖F‖_F"}
-"""The column headers the page shows for :attr:`LayerSpectra.table` (its column names stay code names)."""
+__all__ = ["LayerSpectra", "ginibre_product_inner_fraction", "inner_fraction", "layer_spectra", "summary_table"]
 
 
 class LayerSpectra:
@@ -62,19 +49,6 @@ class LayerSpectra:
             condition=[p.condition for p in self.principal],
             frobenius=np.linalg.norm(F64, axis=(1, 2)),
         )
-
-
-def readable_table(table: pd.DataFrame, *, with_model: bool = False) -> Styler:
-    """:attr:`LayerSpectra.table` for the page: :data:`TABLE_FORMAT` and :data:`TABLE_LABELS`, no index.
-
-    The ``model`` column is dropped (a table of one model), unless ``with_model`` (several models stacked:
-    then it stays, first, as it is).
-    """
-    from lib.page.tables import page_table
-
-    shown = table if with_model else table.drop(columns=[c for c in ("model",) if c in table])
-    formats = {TABLE_LABELS[c]: f for c, f in TABLE_FORMAT.items() if c in shown}
-    return page_table(shown.rename(columns=TABLE_LABELS).style.format(formats).hide(axis="index"))
 
 
 def summary_table(lams: np.ndarray, model: str) -> pd.DataFrame:

@@ -13,10 +13,13 @@ edges, and partitioned by signed Leiden. [ours] Every parameter and every formul
    layer's median unit gain;
 5. :func:`coupling`: Spearman ``r_S`` between participation and log gain, with (a) a gain-permutation
    null and (b) a size-preserving community-relabelling null; :func:`benjamini_hochberg` across layers;
-6. :func:`planted_power`: the power of that test on planted partitions of a given size.
+6. :func:`planted_power`: the power of that test on planted partitions of a given size, and
+   :func:`power_qualified`: a null verdict from a test too weak to see a modest effect becomes
+   "inconclusive (underpowered)" (chapters 4 and 6).
 
 The analysis depends on the coordinate basis (the spectra do not): it is meaningful only because
-norms and activations single out the standard basis.
+norms and activations single out the standard basis. The page's tables of these results (``coupling_table``,
+``operator_table``, ``community_table``, ``power_table``) are in :mod:`lib.page.jacobian_funnel`.
 """
 
 from __future__ import annotations
@@ -36,26 +39,23 @@ if TYPE_CHECKING:
     from lib.models import Twins
 
 __all__ = [
-    "SUB_BLOCK_NAMES",
     "CouplingResult",
     "LayerTopology",
     "Partition",
+    "SUB_BLOCK_NAMES",
+    "TopologySweep",
     "community_gain",
     "correlation_graph",
     "coupling",
-    "community_table",
-    "coupling_table",
     "layer_topology",
     "nmi",
     "participation",
     "planted_power",
-    "power_table",
     "pooled_community_coupling",
-    "operator_table",
-    "TopologySweep",
-    "topology_sweep",
+    "power_qualified",
     "signed_leiden",
     "token_matrix",
+    "topology_sweep",
     "unit_gain",
 ]
 
@@ -424,30 +424,6 @@ def topology_sweep(twins: Twins, jacobians: Mapping[str, JacobianSet], texts: Se
     return TopologySweep(layers=layers, coupling=coup, sub_blocks=parts, series=[twins.series(m) for m in twins])
 
 
-def coupling_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """:attr:`TopologySweep.coupling` for the page: readable columns, one precision per quantity (as text)."""
-    from lib.page.tables import text_columns
-
-    return text_columns(frame, {
-        "weights": ("weights", ""), "layer": ("layer", ""), "tokens": ("n_tokens", ""),
-        "communities": ("communities", ""), "NMI (mean over seeds)": ("nmi_seeds", ".2f"),
-        "NMI (worst seed)": ("nmi_min", ".2f"), "Spearman r": ("r_s", "+.3f"),
-        "p (gains permuted)": ("p_gain", ".3g"), "q (BH)": ("q", ".3g"), "p (labels shuffled)": ("p_relabel", ".3g"),
-    })
-
-
-def operator_table(sub_blocks: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """Sub-block couplings per layer (rows) and series × sub-block (columns), as ``"+0.12"``, starred where the
-    BH-adjusted ``q < alpha``."""
-    cell = [f"{r:+.2f}" + (" *" if q < alpha else "") for r, q in zip(sub_blocks.r_s, sub_blocks.q)]
-    tab = sub_blocks.assign(cell=cell).pivot_table(index="layer", columns=["weights", "sub_block"], values="cell",
-                                                   aggfunc="first")
-    order, subs = list(dict.fromkeys(sub_blocks.weights)), list(dict.fromkeys(sub_blocks.sub_block))
-    tab = tab[[(w, sb) for w in order for sb in subs if (w, sb) in tab.columns]]
-    tab.columns = [f"{w}, {sub}" for w, sub in tab.columns]
-    return tab.reset_index()
-
-
 def pooled_community_coupling(sweep: TopologySweep, min_size: int = 5) -> tuple[pd.DataFrame, dict[str, object]]:
     """Communities of every layer, pooled per series, and the Spearman correlation of their boundary score with
     their log gain (section 4.7's community-level test).
@@ -465,21 +441,28 @@ def pooled_community_coupling(sweep: TopologySweep, min_size: int = 5) -> tuple[
     return comm, {s: spearmanr(g.boundary, g.log_gain) for s, g in comm.groupby("weights", sort=False)}
 
 
-def community_table(communities: pd.DataFrame) -> pd.DataFrame:
-    """:func:`pooled_community_coupling`'s communities for the page, readable columns (three decimals)."""
-    from lib.page.tables import text_columns
+def power_qualified(verdict: str, planted_r, power, *, at_r: float = 0.2, level: float = 0.8) -> str:
+    """A "not reproduced" from a test too weak to see a modest effect becomes "inconclusive (underpowered)".
 
-    return text_columns(communities.assign(number=communities.community + 1), {
-        "weights": ("weights", ""), "layer": ("layer", ""), "community": ("number", ""), "units": ("size", ""),
-        "boundary score": ("boundary", ".3f"), "log gain": ("log_gain", "+.3f"),
-        "self-gain of the update": ("self_gain", "+.3f")})
+    Args:
+        verdict: the verdict of the test on the data.
+        planted_r: ``(E,)`` mean coupling ``r_S`` of each planted effect of a power analysis
+            (:func:`planted_power`).
+        power: ``(E,)`` the share of replicates in which the test found that planted effect.
+        at_r: the effect size the test must be able to see [ours: a modest coupling, |r_S| = 0.2].
+        level: the power needed to read a null result as absence (0.8, the usual convention).
 
+    Returns:
+        ``verdict`` unchanged unless it is ``"not reproduced"`` and the power at the planted effect nearest
+        ``at_r`` is below ``level``.
 
-def power_table(power: pd.DataFrame) -> pd.DataFrame:
-    """:func:`planted_power`'s table for the page: readable columns, powers in percent."""
-    from lib.page.tables import text_columns
-
-    return text_columns(power, {
-        "planted effect": ("effect", ".1f"), "mean planted coupling": ("r_s_mean", "+.2f"),
-        "NMI with the planted partition": ("nmi_mean", ".2f"), "power at p < 0.05": ("power", ".0%"),
-        "power at the BH threshold (1 layer in 6)": ("power_bh", ".0%")})
+    Example:
+        >>> power_qualified("not reproduced", [0.16, 0.32], [0.22, 0.84])
+        'inconclusive (underpowered)'
+    """
+    if verdict != "not reproduced":
+        return verdict
+    r, pw = np.asarray(planted_r, dtype=np.float64), np.asarray(power, dtype=np.float64)
+    if r.shape != pw.shape or r.size == 0:
+        raise ValueError(f"planted_r and power must be equal-length, non-empty; got {r.shape} and {pw.shape}")
+    return "inconclusive (underpowered)" if pw[np.argmin(np.abs(r - at_r))] < level else verdict

@@ -1,35 +1,59 @@
-"""Altair figures of chapter 4 (the Jacobian funnel). Every builder names its model(s) in the subtitle.
+"""Chapter 4's page (the Jacobian funnel): its Altair figures, its tables and the Results page's phrases.
 
-Trained weights and random-init twins have the book's colours (:func:`lib.page.plotting.model_color`): the
-series labels are :meth:`lib.models.Twins.series` labels (``"trained"``, ``"random init, seed 0"``, …).
-Baselines (the Ginibre level, "no trend", "no coupling") are black dashed rules with a legend entry of their
-own (a ``strokeDash`` legend), and null or reference levels that are not a model are grey
-(:data:`lib.page.plotting.NULL_COLOR`).
+Every chart builder names its model(s) in the subtitle. Trained weights and random-init twins have the book's
+colours (:func:`lib.page.plotting.model_color`): the series labels are :meth:`lib.models.Twins.series` labels
+(``"trained"``, ``"random init, seed 0"``, …). Baselines (the Ginibre level, "no trend", "no coupling") are
+black dashed rules with a legend entry of their own (a ``strokeDash`` legend), and null or reference levels
+that are not a model are grey (:data:`lib.page.plotting.NULL_COLOR`).
+
+The tables (``*_table``) take the frames and runs of :mod:`lib.chapters.jacobian_funnel` and
+:mod:`lib.methods.topology` and return what the page shows: readable headers and every number as text at one
+precision per quantity. :func:`claim_measurements` and :func:`verdict_frame` are section 4.8's phrases and
+table (the verdicts themselves are :func:`lib.chapters.jacobian_funnel.claim_verdicts`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
+from lib.chapters.jacobian_funnel import compare_with_twins
 from lib.page.plotting import NULL_COLOR, TRAINED_COLOR, eigenvalue_chart, model_color, model_palette, titled
+from lib.page.tables import text_columns, value_range
+
+if TYPE_CHECKING:
+    from lib.chapters.jacobian_funnel import FunnelEvidence
+    from lib.methods.funnel import BootstrapRun
+    from lib.stats import Interval
 
 __all__ = [
     "COMMUNITY_COLORS",
     "block_erank_chart",
+    "block_erank_table",
+    "claim_measurements",
     "community_graph_chart",
     "community_layout",
     "community_scatter_chart",
+    "community_table",
     "coupling_chart",
+    "coupling_table",
     "depth_chart",
+    "final_funnel_table",
     "funnel_chart",
     "jacobian_clouds",
+    "operator_table",
+    "power_table",
     "rescaling_chart",
+    "rescaling_table",
     "slope_chart",
+    "sub_block_table",
     "training_curve_chart",
+    "trend_table",
+    "verdict_frame",
 ]
 
 COMMUNITY_COLORS = ("#009E73", "#CC79A7", "#56B4E9", "#F0E442", "#000000", "#999999")
@@ -373,3 +397,179 @@ def jacobian_clouds(Jbar: np.ndarray, layers: Sequence[int], *, model: str,
     lam = np.stack([eigvals(Jbar[l]) for l in layers])
     return eigenvalue_chart(lam, model=model, layer_labels=[f"block {l + 1}" for l in layers], normalize=False,
                             title=title, width=150, height=150)
+
+
+# --- What the chapter's sections compute, as tables (sections 4.3–4.6) -----------------------------------
+
+
+def trend_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`lib.chapters.jacobian_funnel.trend_frame` with readable columns: the slope and its 95% interval as
+    text (one precision)."""
+    return pd.DataFrame({"metric": frame.metric, "weights": frame.series,
+                         "slope per unit depth": [f"{v:+.3f}" for v in frame.slope],
+                         "95% interval": [f"[{a:+.3f}, {b:+.3f}]" for a, b in zip(frame.lo, frame.hi)],
+                         "direction": frame.direction})
+
+
+def sub_block_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`lib.chapters.jacobian_funnel.sub_block_frame` as a page table: one row per layer and sub-block, the
+    trained value and the range over the twins' seeds of ``δ_H`` and ``r_rot`` of the update (two decimals)."""
+    tab = frame.groupby(["layer", "sub_block", "weights"], sort=False)[["delta_H", "r_rot"]].agg(value_range)
+    tab = tab.unstack("weights")
+    labels = {"delta_H": "δ_H", "r_rot": "rotation fraction"}
+    order = list(dict.fromkeys(frame.weights))
+    tab = tab[[(m, w) for m in ("delta_H", "r_rot") for w in order]]
+    tab.columns = [f"{labels[m]}, {w}" for m, w in tab.columns]
+    return tab.reset_index().rename(columns={"sub_block": "sub-block"})
+
+
+def block_erank_table(runs: dict[str, BootstrapRun], trained: str = "trained") -> pd.DataFrame:
+    """Per block: the erank of ``J̄_l`` alone and of the products from block 1 and from block 2, trained (with
+    its 95% interval) and twins (range over the seeds), as text with one decimal."""
+    tr = runs[trained]
+    twins = [r for s, r in runs.items() if s != trained]
+
+    def twin_range(name: str, i: int) -> str:
+        return value_range([r.point[name][i] for r in twins], ".1f")
+
+    L = len(tr.point["erank"])
+    return pd.DataFrame([{
+        "block l": l + 1,
+        "erank J̄ₗ, trained": tr.interval("erank", l).fmt(".1f"), "erank J̄ₗ, twins": twin_range("erank", l),
+        "product 1..l, trained": tr.interval("funnel", l + 1).fmt(".1f"),
+        "product 1..l, twins": twin_range("funnel", l + 1),
+        "product 2..l, trained": tr.interval("funnel_no_b1", l).fmt(".1f") if l else "–",
+        "product 2..l, twins": twin_range("funnel_no_b1", l) if l else "–",
+    } for l in range(L)])
+
+
+def final_funnel_table(decoder: tuple[str, dict[str, BootstrapRun], dict[str, dict[str, Interval]]],
+                       contrast: tuple[str, dict[str, BootstrapRun], dict[str, Interval]],
+                       trained: str = "trained") -> pd.DataFrame:
+    """The final effective ranks of section 4.6, with and without block 1 and under both controls.
+
+    Args:
+        decoder: ``(name, runs, controls)``: the pre-norm model's runs and its
+            :func:`lib.chapters.jacobian_funnel.twin_control_funnels`.
+        contrast: ``(name, runs, controls)``: the post-LN contrast's runs (only ``funnel_no_b1`` resampled) and
+            the trained model's :func:`lib.methods.funnel.control_funnels` (point values).
+    """
+    def fin(ctrl: dict[str, Interval], s: str, c: str) -> str:
+        return ctrl[c].fmt(".1f") if s == trained else f"{ctrl[c].point:.1f}"
+
+    name, runs, ctrl = decoder
+    rows = [{"model": name, "weights": s, "all 6 blocks": f"{r.point['funnel'][-1]:.1f}",
+             "blocks 2–6 (primary)": fin(ctrl[s], s, "as measured"),
+             "Schur-normal, 2–6": fin(ctrl[s], s, "Schur-normal"),
+             "shuffled Schur, 2–6": fin(ctrl[s], s, "shuffled Schur")} for s, r in runs.items()]
+    name, runs, mctrl = contrast
+    rows += [{"model": name, "weights": s, "all 6 blocks": f"{r.point['funnel'][-1]:.1f}",
+              "blocks 2–6 (primary)": (r.interval("funnel_no_b1").fmt(".1f") if s == trained
+                                       else f"{r.point['funnel_no_b1'][-1]:.1f}"),
+              "Schur-normal, 2–6": f"{mctrl['Schur-normal'].point:.1f}" if s == trained else "–",
+              "shuffled Schur, 2–6": f"{mctrl['shuffled Schur'].point:.1f}" if s == trained else "–"}
+             for s, r in runs.items()]
+    return pd.DataFrame(rows)
+
+
+def rescaling_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`lib.chapters.jacobian_funnel.input_rescaling`'s table for the page: readable columns, as text (two
+    decimals for scales and norms, one for effective ranks and the update norm)."""
+    return text_columns(frame, {"scale c": ("scale", ".2f"), "median input norm": ("input_norm", ".2f"),
+                                "erank J̄₁": ("erank_J1", ".1f"), "‖J̄₁ − I‖_F": ("update_norm", ".1f"),
+                                "erank, all six blocks": ("funnel", ".1f")})
+
+
+# --- Section 4.7's tables: the communities' coupling to gain (lib.methods.topology) ----------------------------
+
+
+def coupling_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """:attr:`lib.methods.topology.TopologySweep.coupling` for the page: readable columns, one precision per
+    quantity (as text)."""
+    return text_columns(frame, {
+        "weights": ("weights", ""), "layer": ("layer", ""), "tokens": ("n_tokens", ""),
+        "communities": ("communities", ""), "NMI (mean over seeds)": ("nmi_seeds", ".2f"),
+        "NMI (worst seed)": ("nmi_min", ".2f"), "Spearman r": ("r_s", "+.3f"),
+        "p (gains permuted)": ("p_gain", ".3g"), "q (BH)": ("q", ".3g"), "p (labels shuffled)": ("p_relabel", ".3g"),
+    })
+
+
+def operator_table(sub_blocks: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """Sub-block couplings per layer (rows) and series × sub-block (columns), as ``"+0.12"``, starred where the
+    BH-adjusted ``q < alpha``."""
+    cell = [f"{r:+.2f}" + (" *" if q < alpha else "") for r, q in zip(sub_blocks.r_s, sub_blocks.q)]
+    tab = sub_blocks.assign(cell=cell).pivot_table(index="layer", columns=["weights", "sub_block"], values="cell",
+                                                   aggfunc="first")
+    order, subs = list(dict.fromkeys(sub_blocks.weights)), list(dict.fromkeys(sub_blocks.sub_block))
+    tab = tab[[(w, sb) for w in order for sb in subs if (w, sb) in tab.columns]]
+    tab.columns = [f"{w}, {sub}" for w, sub in tab.columns]
+    return tab.reset_index()
+
+
+def community_table(communities: pd.DataFrame) -> pd.DataFrame:
+    """:func:`lib.methods.topology.pooled_community_coupling`'s communities for the page, readable columns (three
+    decimals)."""
+    return text_columns(communities.assign(number=communities.community + 1), {
+        "weights": ("weights", ""), "layer": ("layer", ""), "community": ("number", ""), "units": ("size", ""),
+        "boundary score": ("boundary", ".3f"), "log gain": ("log_gain", "+.3f"),
+        "self-gain of the update": ("self_gain", "+.3f")})
+
+
+def power_table(power: pd.DataFrame) -> pd.DataFrame:
+    """:func:`lib.methods.topology.planted_power`'s table for the page: readable columns, powers in percent."""
+    return text_columns(power, {
+        "planted effect": ("effect", ".1f"), "mean planted coupling": ("r_s_mean", "+.2f"),
+        "NMI with the planted partition": ("nmi_mean", ".2f"), "power at p < 0.05": ("power", ".0%"),
+        "power at the BH threshold (1 layer in 6)": ("power_bh", ".0%")})
+
+
+# --- Section 4.8: what was measured for each claim, and the table of verdicts -------------------------------
+
+
+def claim_measurements(ev: FunnelEvidence, verdicts: dict[str, str]) -> dict[str, str]:
+    """What was measured for each claim, as one phrase with its intervals (the Results page's column)."""
+    tr, t = ev.trained, ev.trends
+    run = ev.runs[tr]
+    ctrl = ev.controls[tr]
+    fun_tr, fun_rd = ctrl["as measured"], [ev.controls[s]["as measured"] for s in ev.twins]
+    pw = ev.power.set_index("effect") if "effect" in ev.power.columns else ev.power
+    power = f"power {pw.power_bh.iloc[1]:.0%} at r_S ≈ {pw.r_s_mean.iloc[1]:.2f}"
+    b1_twins = value_range([ev.runs[s].point["erank"][0] for s in ev.twins], ".1f")
+    sub_tr, sub_rd = ev.split(ev.sub_blocks)
+    attn, mlp = (sub_tr[sub_tr.sub_block == s] for s in ("attention", "MLP"))
+    block_tr, block_rd = ev.split(ev.coupling)
+
+    def fit(metric: str) -> str:
+        return f"{t[metric, tr].fmt()} ({t[metric, tr].direction}"
+
+    def span(r) -> str:
+        return f"{r.min():+.2f} to {r.max():+.2f}"
+
+    return {
+        "FG1": f"f_C {value_range(run.point['f_C'])} (Ginibre {ev.ginibre:.2f}); trained {fit('f_C')}); "
+               f"twins {ev.twin_dirs('f_C')}",
+        "FG2": f"δ_H of J̄ − I: {fit('delta_H')}; twins {ev.twin_dirs('delta_H')}); r_rot: {fit('r_rot')}; "
+               f"twins {ev.twin_dirs('r_rot')})",
+        "FG3": f"final erank, blocks 2–6: trained {fun_tr.fmt('.1f')} of {ev.d} vs twins "
+               f"{value_range([x.point for x in fun_rd], '.1f')} ({compare_with_twins(fun_tr, fun_rd)}); "
+               f"all 6 blocks {run.point['funnel'][-1]:.1f}, a single-block collapse (erank J̄₁ "
+               f"{run.point['erank'][0]:.1f}, twins {b1_twins})",
+        "FG4": f"Schur-normal / as measured, blocks 2–6: {ctrl['Schur-normal / as measured'].fmt('.2f')}, "
+               f"but no funnel to remove (FG3: {verdicts['FG3']})",
+        "FG5": f"attention r_S {span(attn.r_s)}, MLP {span(mlp.r_s)}; {int((sub_tr.q < 0.05).sum())} of "
+               f"{len(sub_tr)} sub-block couplings significant at FDR 5% (BH) (twins {int((sub_rd.q < 0.05).sum())} "
+               f"of {len(sub_rd)}); {power}",
+        "FG6": f"block r_S {span(block_tr.r_s)}, {int((block_tr.q < 0.05).sum())} of {len(block_tr)} layers "
+               f"significant at FDR 5% (BH) (twins {int((block_rd.q < 0.05).sum())} of {len(block_rd)}); {power}",
+        "FG7": "verdicts FG1–FG6: " + ", ".join(f"{c} {verdicts[c]}" for c in ("FG1", "FG2", "FG3", "FG4", "FG5", "FG6"))
+               + f"; learned but outside the claims: block 1's collapse (erank {run.point['erank'][0]:.1f} vs "
+               f"{b1_twins} at init)",
+    }
+
+
+def verdict_frame(claims: Sequence, verdicts: dict[str, str], measured: dict[str, str]) -> pd.DataFrame:
+    """The table of section 4.8: one row per claim of ``claims`` (:class:`lib.page.claims.Claim` s) that has a
+    verdict: ``claim``, ``paper's claim``, ``measured (book-decoder)``, ``verdict``."""
+    return pd.DataFrame([{"claim": c.id, "paper's claim": c.text, "measured (book-decoder)": measured[c.id],
+                          "verdict": verdicts[c.id]} for c in claims if c.id in verdicts])
+
