@@ -357,7 +357,7 @@ def in_context_jacobian(model: SpectralModel, t: int, H: torch.Tensor | np.ndarr
 
 
 def last_token_index(model: SpectralModel, text: str) -> int:
-    """The last non-special position of ``text`` (conventions: "last token")."""
+    """The last non-special position of ``text`` (the book's notation page, ``book/notation.md``: "last token")."""
     special = model.encode(text)["special"]
     idx = torch.nonzero(~special).flatten()
     if idx.numel() == 0:
