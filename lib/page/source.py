@@ -39,7 +39,7 @@ def show_source(*objs: Callable[..., Any] | type, docstring: bool = False) -> Co
     """
     if not objs:
         raise InputError("show_source needs at least one function or class")
-    return Code("\n\n".join(_source(obj, docstring) for obj in objs), language="python")
+    return Code("\n".join(_source(obj, docstring) for obj in objs), language="python")
 
 
 def _source(obj: Callable[..., Any] | type, docstring: bool) -> str:
