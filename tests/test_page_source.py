@@ -61,6 +61,6 @@ CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.md"))
 def test_shown_code_is_introduced_in_the_prose(chapter):
     """Each ``show_source`` cell follows a paragraph that introduces it (ends with a colon), never a bare cell."""
     text = chapter.read_text(encoding="utf-8")
-    for m in re.finditer(r"\n\n```\{code-cell\} ipython3\n(?:(?!```).)*?show_source\(", text, flags=re.S):
+    for m in re.finditer(r"\n\n```\{code-cell\} ipython3\n(?:(?!```).)*?show_source\(", text, flags=re.DOTALL):
         before = text[:m.start()].rstrip()
         assert before.endswith(":"), f"{chapter.name}: a show_source cell without a sentence that introduces it"

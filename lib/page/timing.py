@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from time import perf_counter
 from types import TracebackType
+from typing import Self
 
 from lib.page.prose import glue
 
@@ -65,7 +66,7 @@ class Stopwatch:
             if self.name is not None:
                 glue(self.name, f"{self.seconds:.0f}")
 
-    def __enter__(self) -> Stopwatch:
+    def __enter__(self) -> Self:
         self._start, self._stop = perf_counter(), None
         return self
 
