@@ -1,10 +1,10 @@
 """`make student`: the student and instructor editions of the chapters (``tools.student``).
 
-Synthetic chapters in both solution markups (the book's ``{admonition} Solution`` blocks and
-sphinx-exercise's ``{solution}`` / ``{solution-start}``…``{solution-end}``) and the real chapters (parsed,
-not executed): no solution text or code in a student notebook, every template and checker cell in both
-editions, nbgrader's metadata and markers in the instructor edition (and nbgrader's own way of stripping
-them leaves the templates), valid and byte-for-byte reproducible notebooks, clear errors for bad input.
+A synthetic chapter in the chapters' solution markup (sphinx-exercise's ``{solution}`` and
+``{solution-start}``…``{solution-end}``) and the real chapters (parsed, not executed): no solution text or
+code in a student notebook, every template and checker cell in both editions, nbgrader's metadata and markers
+in the instructor edition (and nbgrader's own way of stripping them leaves the templates), valid and
+byte-for-byte reproducible notebooks, clear errors for bad input.
 The slow tests execute chapter 2's editions and build a two-page Jupyter Book with the download extension.
 """
 
@@ -77,52 +77,8 @@ CODE_2 = """def my_bipartite(c, n_plus, n_minus):
     return math.exp(2 * c) > max(n_plus / n_minus, n_minus / n_plus)
 
 my_c = 2.5"""
-# the book's markup: admonitions with colon and backtick fences, numbered and not
-ADMONITIONS = HEADER + f"""
-**Exercise 9.1 (auto-checked).** Write `my_steps_needed(ratio, tol)`.
-
-```{{code-cell}} ipython3
-{TEMPLATE_1}
-```
-
-:::{{admonition}} Solution
-:class: dropdown
-
-```python
-{CODE_1}
-```
-The slack is SLACK_EXPLANATION.
-:::
-
-**Exercise 9.2 (auto-checked).** Write `my_bipartite(c, n_plus, n_minus)` and choose `my_c`.
-
-```{{code-cell}} ipython3
-{TEMPLATE_2}
-```
-
-````{{admonition}} Solution 2
-:class: dropdown
-
-```python
-{CODE_2}
-```
-`math` comes from solution 1.
-````
-
-**Exercise 9.3.** Why does it work?
-
-:::{{admonition}} Solution 3
-:class: dropdown
-
-Because TEXT_ONLY_ANSWER.
-:::
-
-```{{code-cell}} ipython3
-print("the end")
-```
-"""
-# sphinx-exercise's markup: a start/end region around an executed code cell, and {solution} blocks
-EXERCISE_DIRECTIVES = HEADER + f"""
+# the chapters' markup (sphinx-exercise): a start/end region around an executed code cell, and {solution} blocks
+SYNTHETIC = HEADER + f"""
 :::{{exercise}}
 :label: ex-steps
 Write `my_steps_needed(ratio, tol)`.
@@ -176,9 +132,7 @@ Because TEXT_ONLY_ANSWER.
 print("the end")
 ```
 """
-SYNTHETIC = {"admonitions": ADMONITIONS, "sphinx-exercise": EXERCISE_DIRECTIVES}
-_SOLUTION_OPENING = re.compile(r"^\s*(`{3,}|:{3,})\s*\{(solution|solution-start)\}|"
-                               r"^\s*(`{3,}|:{3,})\s*\{admonition\}\s*Solution", re.M)
+_SOLUTION_OPENING = re.compile(r"^\s*(`{3,}|:{3,})\s*\{(solution|solution-start)\}", re.M)
 _STUB = re.compile(r"^def (\w+)\(", re.M)
 _CHECK = re.compile(r"^(check_\w+\(.*\));?$", re.M)
 
@@ -270,9 +224,8 @@ def _check_nbgrader_metadata(nb: nbformat.NotebookNode) -> list[dict]:
 # synthetic chapters, both markups
 
 
-@pytest.mark.parametrize("form", SYNTHETIC)
-def test_synthetic_student_edition_has_no_solution(tmp_path, form):
-    ch = read_chapter(_chapter(tmp_path, SYNTHETIC[form]))
+def test_synthetic_student_edition_has_no_solution(tmp_path):
+    ch = read_chapter(_chapter(tmp_path, SYNTHETIC))
     assert sorted(ch.solutions) == [1, 2, 3]
     student, _ = editions(ch)
     text = _text(student)
@@ -287,9 +240,8 @@ def test_synthetic_student_edition_has_no_solution(tmp_path, form):
     assert "Write `my_steps_needed(ratio, tol)`." in text and "Why does it work?" in text
 
 
-@pytest.mark.parametrize("form", SYNTHETIC)
-def test_synthetic_instructor_edition_follows_nbgrader(tmp_path, form):
-    _, inst = editions(read_chapter(_chapter(tmp_path, SYNTHETIC[form])))
+def test_synthetic_instructor_edition_follows_nbgrader(tmp_path):
+    _, inst = editions(read_chapter(_chapter(tmp_path, SYNTHETIC)))
     metas = _check_nbgrader_metadata(inst)
     assert [(m["grade_id"], m["cell_type"], m.get("points")) for m in metas] == [
         ("ex9_1_code", "code", None), ("ex9_1_test", "code", 1), ("ex9_1_answer", "markdown", 0),
@@ -314,17 +266,8 @@ def test_synthetic_instructor_edition_follows_nbgrader(tmp_path, form):
     assert "Instructor edition" in inst.cells[0].source
 
 
-def test_both_markups_give_the_same_editions(tmp_path):
-    a = editions(read_chapter(_chapter(tmp_path, ADMONITIONS, "09_a.md")))
-    b = editions(read_chapter(_chapter(tmp_path, EXERCISE_DIRECTIVES, "09_b.md")))
-    code = [[c.source for c in nb.cells if c.cell_type == "code"] for nb in (*a, *b)]
-    assert code[0] == code[2] and code[1] == code[3]
-    assert _check_nbgrader_metadata(a[1]) == _check_nbgrader_metadata(b[1])
-
-
-@pytest.mark.parametrize("form", SYNTHETIC)
-def test_synthetic_instructor_answers_pass_and_nbgrader_strips_them(tmp_path, form):
-    _, inst = editions(read_chapter(_chapter(tmp_path, SYNTHETIC[form])))
+def test_synthetic_instructor_answers_pass_and_nbgrader_strips_them(tmp_path):
+    _, inst = editions(read_chapter(_chapter(tmp_path, SYNTHETIC)))
     ns: dict = {}
     with contextlib.redirect_stdout(io.StringIO()):
         for cell in inst.cells:
@@ -351,7 +294,7 @@ def test_hidden_glue_of_a_solution_is_dropped_with_it(tmp_path):
     answer (the site does not show it), but counted as the solution's code."""
     glue_cell = ("```{code-cell} ipython3\n---\njupyter:\n  source_hidden: true\ntags: [remove-cell]\n---\n"
                  "# Solution: the number its text quotes\nGLUE_ONLY = sorted(x)[::-1]\n```\n\n")
-    text = EXERCISE_DIRECTIVES.replace("```{solution-end}\n```", glue_cell + "```{solution-end}\n```", 1)
+    text = SYNTHETIC.replace("```{solution-end}\n```", glue_cell + "```{solution-end}\n```", 1)
     ch = read_chapter(_chapter(tmp_path, text))
     student, inst = editions(ch)
     assert "GLUE_ONLY" not in _text(student)
@@ -428,7 +371,7 @@ def test_the_leak_finder_sees_each_kind_of_leak(tmp_path, leak, found):
 def test_solution_numbers_cells_are_in_neither_edition_and_nothing_kept_needs_them(tmp_path):
     cell = (f"```{{code-cell}} ipython3\n---\ntags: [remove-cell, {SOLUTION_NUMBERS}]\n---\n"
             'ANSWER_ONLY = 42\nglue("answer_only", ANSWER_ONLY)\n```\n\n')
-    text = ADMONITIONS.replace("## Exercises\n", "## Exercises\n\n" + cell)
+    text = SYNTHETIC.replace("## Exercises\n", "## Exercises\n\n" + cell)
     student, inst = editions(read_chapter(_chapter(tmp_path, text)))
     assert "ANSWER_ONLY" not in _text(student) and "ANSWER_ONLY" not in _text(inst)
     used = text.replace('print("the end")', "print(ANSWER_ONLY)")
@@ -451,16 +394,16 @@ def test_chapter_without_exercises(tmp_path):
 
 
 @pytest.mark.parametrize("bad, message", [
-    (ADMONITIONS.replace("The slack is SLACK_EXPLANATION.\n:::", "The slack is SLACK_EXPLANATION.\n"),
-     r"09_synthetic.md:\d+: the solution block `:::\{admonition\} Solution` is never closed"),
-    (EXERCISE_DIRECTIVES.replace("```{solution-end}\n```", ""),
+    (SYNTHETIC.replace("`math` comes from solution 1.\n::::", "`math` comes from solution 1.\n"),
+     r"09_synthetic.md:\d+: the solution block `::::\{solution\} ex-bip` is never closed"),
+    (SYNTHETIC.replace("```{solution-end}\n```", ""),
      r"09_synthetic.md:\d+: `::::\{solution\} ex-bip` inside the solution region opened at "
      r".*09_synthetic.md:\d+"),
     (HEADER + "\n```{solution-start} ex-1\n```\n\n```{code-cell} ipython3\nx = 1\n```\n",
      r"09_synthetic.md:\d+: the solution region `\{solution-start\}` is never closed"),
-    (EXERCISE_DIRECTIVES.replace("```{solution-start} ex-steps\n:class: dropdown\n```", ""),
+    (SYNTHETIC.replace("```{solution-start} ex-steps\n:class: dropdown\n```", ""),
      r"`\{solution-end\}` without a `\{solution-start\}`"),
-    (ADMONITIONS.replace("def my_steps_needed(ratio, tol):\n    return", "def my_other(r, t):\n    return"),
+    (SYNTHETIC.replace("def my_steps_needed(ratio, tol):\n    return", "def my_other(r, t):\n    return"),
      r"no solution defines the template function `my_steps_needed`"),
 ])
 def test_bad_chapters_give_clear_errors(tmp_path, bad, message):
@@ -469,9 +412,9 @@ def test_bad_chapters_give_clear_errors(tmp_path, bad, message):
 
 
 def test_unclosed_solution_error_names_the_line(tmp_path):
-    bad = ADMONITIONS.replace("Because TEXT_ONLY_ANSWER.\n:::", "Because TEXT_ONLY_ANSWER.\n")
+    bad = SYNTHETIC.replace("Because TEXT_ONLY_ANSWER.\n````", "Because TEXT_ONLY_ANSWER.\n")
     path = _chapter(tmp_path, bad)
-    line = bad.split("\n").index(":::{admonition} Solution 3") + 1
+    line = bad.split("\n").index("````{solution} ex-why") + 1
     with pytest.raises(EditionError, match=rf"{re.escape(str(path))}:{line}: "):
         read_chapter(path)
 
@@ -482,7 +425,7 @@ def test_missing_chapter_and_cli(tmp_path, capsys):
     assert main(["--out", str(tmp_path / "out"), str(tmp_path / "nope.md")]) == 2
     assert "chapter not found" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
-    good = _chapter(tmp_path, ADMONITIONS)
+    good = _chapter(tmp_path, SYNTHETIC)
     assert main(["--out", str(tmp_path / "out"), str(good)]) == 0
     out = tmp_path / "out"
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.ipynb")) == [
@@ -622,7 +565,7 @@ def test_extension_writes_editions_for_html_only(tmp_path):
         sys.path.remove(str(ROOT / "book" / "_ext"))
     src = tmp_path / "src"
     (src / "book").mkdir(parents=True)
-    _chapter(src / "book", ADMONITIONS, "01_first.md")
+    _chapter(src / "book", SYNTHETIC, "01_first.md")
     (src / "book" / "intro.md").write_text("# Intro\n")
     env = SimpleNamespace(found_docs={"book/intro", "book/01_first"}, doc2path=lambda d: str(src / f"{d}.md"))
 
@@ -636,7 +579,7 @@ def test_extension_writes_editions_for_html_only(tmp_path):
     course = tmp_path / "html" / "_downloads" / "course"
     assert sorted(p.relative_to(course).as_posix() for p in course.rglob("*")) == [
         "instructor", "instructor/01_first.ipynb", "student", "student/01_first.ipynb"]
-    unclosed = ADMONITIONS.replace("TEXT_ONLY_ANSWER.\n:::", "TEXT_ONLY_ANSWER.\n")
+    unclosed = SYNTHETIC.replace("TEXT_ONLY_ANSWER.\n````", "TEXT_ONLY_ANSWER.\n")
     _chapter(src / "book", unclosed, "01_first.md")
     from sphinx.errors import ExtensionError
 
@@ -677,13 +620,14 @@ def test_tiny_book_offers_the_editions(tmp_path):
     """A two-page Jupyter Book with the extension registered: the html build writes both editions."""
     book = tmp_path / "tinybook"
     (book / "book").mkdir(parents=True)
-    _chapter(book / "book", ADMONITIONS, "01_first.md")
+    _chapter(book / "book", SYNTHETIC, "01_first.md")
     (book / "book" / "intro.md").write_text(
         '# Tiny\n\nSee <a href="../_downloads/course/student/01_first.ipynb">the student edition</a>.\n')
     (book / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/01_first\n")
     (book / "_config.yml").write_text(
         "title: Tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: 'off'\n"
-        f"sphinx:\n  local_extensions:\n    student_downloads: {ROOT / 'book' / '_ext'}\n")
+        "sphinx:\n  extra_extensions:\n    - sphinx_exercise\n"
+        f"  local_extensions:\n    student_downloads: {ROOT / 'book' / '_ext'}\n")
     run = subprocess.run([str(ROOT / ".venv" / "bin" / "jupyter-book"), "build", str(book), "-W", "-n"],
                          capture_output=True, text=True, timeout=300, env=ENV)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

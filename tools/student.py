@@ -23,9 +23,9 @@ writes, for each chapter, two nbformat-4 notebooks without outputs:
   where a solution region would leave a bare ``raise``); the course folder's nbgrader configuration
   (``tools.course``, ``make course``) puts it in place when it generates the students' release.
 
-A solution block is either the book's ``{admonition} Solution ...`` (any fence, any title that starts
-with "Solution"), a sphinx-exercise ``{solution}`` directive, or everything between a ``{solution-start}``
-and a ``{solution-end}`` directive, code cells included: :func:`split_solutions` finds all three.
+A solution block is sphinx-exercise's markup, the one the chapters use (``tests/test_page_limits.py``): a
+``{solution}`` directive, or everything between a ``{solution-start}`` and a ``{solution-end}`` directive, code
+cells included; :func:`split_solutions` finds both.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ NBGRADER_SCHEMA = 3
 SOLUTION_NUMBERS = "solution-numbers"
 _PY_INFO = re.compile(r"^(python3?|py|ipython3?)$")
 _FENCE = re.compile(r"^\s*(?P<fence>`{3,}|:{3,})\s*(?P<info>.*?)\s*$")
-_DIRECTIVE = re.compile(r"^\{(?P<name>[\w:-]+)\}\s*(?P<arg>.*)$")
+_DIRECTIVE = re.compile(r"^\{(?P<name>[\w:-]+)\}")
 
 
 class EditionError(ValueError):
@@ -114,8 +114,8 @@ def _solution_kind(info: str) -> str | None:
     m = _DIRECTIVE.match(info)
     if m is None:
         return None
-    name, arg = m["name"], m["arg"]
-    if name == "solution" or (name == "admonition" and arg.lower().startswith("solution")):
+    name = m["name"]
+    if name == "solution":
         return "block"
     return name if name in ("solution-start", "solution-end") else None
 
@@ -131,8 +131,7 @@ def split_solutions(cells: Sequence[NotebookNode], where: str = "chapter",
                     first_lines: Sequence[int | None] | None = None) -> list[Piece]:
     """Split ``cells`` into pieces inside and outside solution blocks, in order.
 
-    Recognises ``{admonition} Solution…`` and ``{solution}`` blocks (backtick or colon fences, within a
-    markdown cell) and ``{solution-start}`` … ``{solution-end}`` regions, which may span cells: every
+    Recognises ``{solution}`` blocks (backtick or colon fences, within a markdown cell) and ``{solution-start}`` … ``{solution-end}`` regions, which may span cells: every
     code cell between them belongs to the solution. Fences follow CommonMark: a block closes at the first
     line made only of its fence character, at least as long as its opening.
 

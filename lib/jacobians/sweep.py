@@ -382,7 +382,7 @@ def in_context_stack(model: SpectralModel, states: Sequence[torch.Tensor | np.nd
 
 
 def last_token_index(model: SpectralModel, text: str) -> int:
-    """The last non-special position of ``text`` (conventions: "last token")."""
+    """The last non-special position of ``text`` (the book's notation page, ``book/notation.md``: "last token")."""
     special = model.encode(text)["special"]
     idx = torch.nonzero(~special).flatten()
     if idx.numel() == 0:

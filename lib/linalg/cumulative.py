@@ -31,7 +31,8 @@ otherwise the exact SVD is used. This matters: residual Jacobians ``I + A`` have
 spectra, for which a randomized top-k is off by percents in erank; the check sends them to the
 exact path. ``CumulativeRank.first_truncation`` says which path ran.
 
-All arithmetic is float64 (conventions: every SVD in float64) on the input's device.
+All arithmetic is float64 (the book's notation page, ``book/notation.md``: every SVD in float64) on the input's
+device.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ The computing modules of ``lib`` import neither Altair nor ipywidgets; everythin
 * :mod:`lib.page.setup`: :func:`~lib.page.setup.book_setup`, the first call of every chapter;
 * :mod:`lib.page.tables`, :mod:`lib.page.prose`, :mod:`lib.page.claims`: tables that fit the column, numbers glued
   into prose, and the claims of the Results page;
-* :mod:`lib.page.source`: the code of ``lib`` shown on the page;
+* :mod:`lib.page.source`: the code of ``lib`` shown on the page; :mod:`lib.page.timing`: the runtimes a page quotes;
 * one page module per chapter, named after its slug (``layer_spectra``, ``power_method``, ``real_models``,
   ``jacobian_funnel``, ``steering_lab``, ``two_views``: the chapter's charts, tables and findings), and the
   explorers of chapter 1 (``explorer``).
