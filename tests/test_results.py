@@ -60,3 +60,34 @@ def test_claims_table_has_one_row_per_claim_pasting_from_its_chapter():
             assert f"{{ref}}`chapter {int(c.chapter[:2])} <{c.label}>`" in text  # a section title may hold TeX
     with pytest.raises(ValueError):
         claims_markdown("nobody2026")
+
+
+def test_every_claim_has_a_short_line_and_the_books_own_are_questions():
+    for c in claims.CLAIMS:
+        assert 3 <= len(c.short.split()) <= 13, f"{c.id}: {c.short!r} is not a line of about ten words"
+        assert c.short.endswith("?") == (c.source == "ours"), f"{c.id}: only the book's own rows are questions"
+
+
+def test_verdict_slugs_answers_and_counts():
+    slugs = [claims.verdict_slug(v) for v in claims.VERDICTS]
+    assert len(set(slugs)) == len(slugs) and all(s.replace("-", "").isalnum() for s in slugs)
+    assert set(claims.ANSWERS) == set(claims.VERDICTS)
+    with pytest.raises(ValueError, match="unknown verdict"):
+        claims.verdict_slug("sort of")
+    ours = claims.claim("TV1")
+    assert claims.answer(ours, "reproduced") == "yes" and claims.answer(ours, "not reproduced") == "no"
+    assert claims.answer(claims.claim("LA1"), "partly reproduced") == "partly reproduced"
+    fg = [c.id for c in claims.CLAIMS if c.source == "fernando2026residual"]
+    verdicts = {i: ("reproduced" if k % 3 else "not reproduced") for k, i in enumerate(fg)}
+    counts = claims.verdict_counts(verdicts, "fernando2026residual")
+    assert sum(counts.values()) == len(fg) and list(counts) == ["reproduced", "not reproduced"]
+    with pytest.raises(KeyError, match=fg[0]):
+        claims.verdict_counts({i: "reproduced" for i in fg[1:]}, "fernando2026residual")
+
+
+def test_model_tags_name_what_the_glued_text_names():
+    assert claims.model_tags("toy matrices, d = 48, 4 softmax heads") == ["toys"]
+    assert claims.model_tags("ALBERT v2 base configs at random initialization (seed 0)") == ["ALBERT configs"]
+    assert claims.model_tags("all-MiniLM-L6-v2 (220 prompts) and book-decoder (64 prompts), each with 3 "
+                             "random-init twins") == ["MiniLM", "decoder", "twins"]
+    assert claims.model_tags("GPT-2") == []
