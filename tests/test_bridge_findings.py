@@ -293,6 +293,12 @@ def test_gamma_summary_and_findings():
 
 
 # -- section 6.5 ---------------------------------------------------------------------------------------------------
+    named = bp.gamma_findings(gam, {"MiniLM": 384, "decoder": 128}, "m", prompts={"MiniLM": 8, "decoder": 24})
+    assert "MiniLM (8 prompts): γₜ/chance" in named.claim["measured"]
+    assert "decoder (24 prompts): γₜ/chance" in named.claim["measured"]
+    assert "prompts)" not in f.claim["measured"]
+
+
 def _context(rel: float):
     vals = {}
     for key in KEYS:

@@ -465,8 +465,12 @@ def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, mo
     return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
 
 
-def gamma_findings(gam: pd.DataFrame, d: Mapping[str, int], models: str) -> Findings:
+def gamma_findings(gam: pd.DataFrame, d: Mapping[str, int], models: str,
+                   prompts: Mapping[str, int] | None = None) -> Findings:
     """Section 6.4 (claim TV4): γ_t and ρ_t against ``v₁(F_t)`` and against ``v₁(J̄_t)``.
+
+    ``prompts`` (per key, the number of prompts) is named beside each range in the claim's measured text, so
+    that it cannot be mistaken for the same quantity measured on another sample (chapter 3's LA7, say).
 
     Glued: ``ch_ml_<k>`` / ``ch_dec_<k>`` (chance levels for k = 1, 2 at the width ``d[key]``), per key and
     view (F, J): ``g4_<key>_<F|J>_ratio`` (γ/chance range), ``_g`` and ``_r`` ("a of n" layers above the null,
@@ -505,7 +509,8 @@ def gamma_findings(gam: pd.DataFrame, d: Mapping[str, int], models: str) -> Find
     F, J = GAMMA_VIEWS
     numbers.update(g4_sigF=f"{sig[F]} of {n_tr}", g4_sigJ=f"{sig[J]} of {n_tr}",
                    g4_sigF_rd=f"{sig_rd[F]} of {n_rd}", g4_sigJ_rd=f"{sig_rd[J]} of {n_rd}")
-    measured = ("; ".join(f"{key}: γₜ/chance {row(key, 'trained', F).gamma_over_chance_min:.2f}–"
+    sample = {key: f" ({prompts[key]} prompts)" if prompts else "" for key in d}
+    measured = ("; ".join(f"{key}{sample[key]}: γₜ/chance {row(key, 'trained', F).gamma_over_chance_min:.2f}–"
                           f"{row(key, 'trained', F).gamma_over_chance_max:.2f} (F view) vs "
                           f"{row(key, 'trained', J).gamma_over_chance_min:.2f}–"
                           f"{row(key, 'trained', J).gamma_over_chance_max:.2f} (J̄ view)" for key in d)
