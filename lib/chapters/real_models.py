@@ -44,8 +44,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib.config import real_models_enabled
-from lib.errors import RealModelRunError
+from lib.config import REAL_MODELS_ENV, real_models_enabled
+from lib.errors import RealModelRunError, SpectralBookError
 from lib.linalg import spectra
 from lib.linalg.power import fitted_ratio
 from lib.methods import alignment as als
@@ -190,7 +190,7 @@ def try_load(name: str, **kwargs: Any) -> Any:
 
 def _load_failure(name: str, exc: BaseException) -> str:
     """``"⚠ <name> could not be loaded (<error type>): <message>"``; a type ``lib`` did not raise is "unexpected"."""
-    kind = type(exc).__name__ if isinstance(exc, lib.SpectralBookError) else f"unexpected {type(exc).__name__}"
+    kind = type(exc).__name__ if isinstance(exc, SpectralBookError) else f"unexpected {type(exc).__name__}"
     return f"⚠ {name} could not be loaded ({kind}): {exc}"
 
 
@@ -219,7 +219,7 @@ def albert_config_dir(size: str) -> Path:
     return folder
 
 
-def random_albert(size: str, seed: int = 0) -> lib.SpectralModel:
+def random_albert(size: str, seed: int = 0) -> SpectralModel:
     """ALBERT v2 ``size`` at random initialization (seeded), offline. Its label names the size and seed."""
     return load_model(str(albert_config_dir(size)), random_init=True, seed=seed)
 
@@ -1103,7 +1103,7 @@ def run_paper_model(
         if strict:
             raise RealModelRunError(
                 f"{message.removeprefix('⚠ ').rstrip('.')}. The real-model switch is on "
-                f"({lib.REAL_MODELS_ENV}=1), so the build stops rather than publish the page without this "
+                f"({REAL_MODELS_ENV}=1), so the build stops rather than publish the page without this "
                 "checkpoint. Fix the cause, or run a subset of the paper's checkpoints with "
                 f"{MODEL_LIST_ENV}=<comma-separated hub ids>."
             ) from exc
