@@ -46,39 +46,9 @@ from lib.linalg import spectra
 from lib.linalg.power import distance_to_subspace
 from lib.parallel import map_matrices
 from lib.stats import benjamini_hochberg, bootstrap_draws, bootstrap_ratio, empirical_p, equivalence_test
+from lib.theory import dynamics, toys
 
-__all__ = [
-    "EigenBases",
-    "GAMMA_RHO_FORMAT",
-    "NullRange",
-    "TokenStates",
-    "baseline_subspace",
-    "basis_dims",
-    "chance_levels",
-    "CrossLayerMaps",
-    "ForeignDirectionTest",
-    "OwnDirectionTest",
-    "cross_layer",
-    "cross_layer_maps",
-    "diagonal_wins",
-    "foreign_direction_test",
-    "null_draws_with_tilt",
-    "own_direction_test",
-    "eigen_bases",
-    "fitted_rate_interval",
-    "fixed_direction_profile",
-    "gamma_rho",
-    "gamma_rho_table",
-    "null_draws",
-    "null_range",
-    "random_directions",
-    "random_null",
-    "random_subspaces",
-    "range_position",
-    "shared_convergence",
-    "step_alignment",
-    "token_alignments",
-]
+__all__ = ["CrossLayerMaps", "EigenBases", "ForeignDirectionTest", "GAMMA_RHO_FORMAT", "NullRange", "OwnDirectionTest", "TiltTest", "TokenStates", "baseline_subspace", "basis_dims", "chance_levels", "cross_layer", "cross_layer_maps", "diagonal_wins", "eigen_bases", "fitted_rate_interval", "fixed_direction_profile", "foreign_direction_test", "gamma_rho", "gamma_rho_table", "null_draws", "null_draws_with_tilt", "null_range", "one_layer_tilt", "own_direction_test", "random_directions", "random_null", "random_subspaces", "range_position", "shared_convergence", "step_alignment", "token_alignments"]
 
 
 # -- baselines ---------------------------------------------------------------------------------------
@@ -860,3 +830,57 @@ def range_position(x: float, xs: Sequence[float]) -> str:
     if len(xs) == 0:
         raise ValueError("xs is empty: need at least one value to compare with")
     return "above" if x > max(xs) else ("below" if x < min(xs) else "within")
+
+
+# -- one layer's tilt on random tokens (chapter 1, section 1.2) ----------------------------------------------
+@dataclass(frozen=True)
+class TiltTest:
+    """One layer's tilt toward a direction ``v`` on independent sets of random tokens, against chance and a null.
+
+    Attributes:
+        gamma_in, gamma: mean alignment ``a(x, v)`` of the tokens before and after the layer.
+        chance: ``c_{d,1}``, the mean alignment of a random direction with a fixed line.
+        gamma_null_lo, gamma_null_hi: central 95% range of ``gamma`` for the same output tokens against
+            ``draws`` random directions. p_gamma: the one-sided empirical p-value of ``gamma``.
+        rho: the share of tokens whose alignment grew; rho_null_lo, rho_null_hi, p_rho: its null test.
+        draws: random directions in the null.
+        tilt: ``gamma − gamma_in``; tilt_null_lo, tilt_null_hi, p_tilt: its own null test (the change of the same
+            tokens' alignment with each random direction across the layer).
+    """
+
+    gamma_in: float
+    gamma: float
+    chance: float
+    gamma_null_lo: float
+    gamma_null_hi: float
+    p_gamma: float
+    rho: float
+    rho_null_lo: float
+    rho_null_hi: float
+    p_rho: float
+    draws: int
+    tilt: float = float("nan")
+    tilt_null_lo: float = float("nan")
+    tilt_null_hi: float = float("nan")
+    p_tilt: float = float("nan")
+
+
+def one_layer_tilt(weights: Any, v: Any, *, n_tokens: int, n_sets: int, m: int = 1000, seed: int = 0) -> TiltTest:
+    """Run one layer of :mod:`lib.theory.dynamics` on ``n_sets`` independent sets of ``n_tokens`` random tokens
+    and test its tilt toward ``v``.
+
+    Set ``s`` is :func:`lib.theory.toys.random_tokens` with seed ``s``; the sets play the role of prompts (the
+    tokens of one set move together, so one set alone would be a weak test). The statistics are
+    :func:`gamma_rho` (no bootstrap) and :func:`random_null` against ``m`` random directions (seed ``seed``),
+    with ``v`` as a one-dimensional basis.
+    """
+    d = int(np.asarray(v).shape[0])
+    runs = [dynamics.simulate(weights, toys.random_tokens(n_tokens, d, seed=s), 1).numpy() for s in range(n_sets)]
+    ts = TokenStates.from_trajectories(runs)
+    basis = np.asarray(v, dtype=np.float64)[:, None][None]
+    null = random_null(ts, basis, m=m, seed=seed).iloc[0]
+    obs = gamma_rho(ts, basis, n_boot=0).iloc[0]
+    return TiltTest(float(obs.gamma_in), float(null.gamma), float(null.chance), float(null.gamma_null_lo),
+                    float(null.gamma_null_hi), float(null.p_gamma), float(null.rho), float(null.rho_null_lo),
+                    float(null.rho_null_hi), float(null.p_rho), m, float(null.tilt), float(null.tilt_null_lo),
+                    float(null.tilt_null_hi), float(null.p_tilt))
