@@ -81,16 +81,16 @@ def test_simplified_states_batching_matches_per_prompt_simulation(tiny_dir):
     weights = [m.layer(t).attention for t in range(m.n_layers)]
     rng = np.random.default_rng(0)
     x0 = [rng.standard_normal((n, 32)) for n in (3, 5, 3, 4)]
-    ts = rm.simplified_states(weights, x0, label="tiny")
+    ts = als.simplified_states(weights, x0, label="tiny")
     for p, x in enumerate(x0):
         ref = dynamics.simulate(weights, torch.as_tensor(x)).numpy()
         np.testing.assert_allclose(ts.states[:, ts.prompt == p], ref, rtol=1e-12, atol=1e-13)
-    shared = rm.simplified_states(weights[0], x0[:2], steps=7)
+    shared = als.simplified_states(weights[0], x0[:2], steps=7)
     assert shared.steps == 7 and shared.n_prompts == 2 and shared.label == ""
 
 
 def test_prompt_states_marks_special_tokens(minilm):
-    H, S = rm.prompt_states(minilm, ["Hello there.", "A longer second sentence, with a comma."])
+    H, S = als.prompt_states(minilm, ["Hello there.", "A longer second sentence, with a comma."])
     assert [h.shape[0] for h in H] == [7, 7] and all(h.dtype == torch.float64 for h in H)
     assert [int(s.sum()) for s in S] == [2, 2] and [h.shape[1] for h in H] == [s.numel() for s in S]
     ts = als.TokenStates.from_trajectories(H, S)
@@ -163,7 +163,7 @@ def test_short_label():
 @pytest.mark.parametrize("random_init", [False, True])
 def test_layer_varying_one_row_per_layer_and_source(tokenized_dir, random_init):
     m = lib.load_model(str(tokenized_dir("bert")), random_init=random_init, seed=3)
-    H, S = rm.prompt_states(m, TEXTS)
+    H, S = als.prompt_states(m, TEXTS)
     eb = als.eigen_bases(m.layer_matrices())
     out = rm.layer_varying(m, H, S, eb, n_null=20)
     res, null, states = out  # unpacks like a tuple

@@ -143,14 +143,14 @@ def tiny_pair(tiny_dir, tmp_path_factory):
 
 def test_shared_layer_runs_iterate_each_layer_of_each_model(tiny_pair):
     trained, twin = tiny_pair
-    H, S = rm.prompt_states(trained, TEXTS)
+    H, S = als.prompt_states(trained, TEXTS)
     x0 = [h[0] for h in H]
     eb = als.eigen_bases(trained.layer_matrices())
     runs = rm.shared_layer_runs([trained, twin], x0, S, steps=12, layers=(0, 1), anchor=4, fit=(4, 10),
                                 bases=[eb, None])
     assert [(r.series, r.layer) for r in runs] == [("trained", 1), ("trained", 2), ("random init, seed 3", 1),
                                                    ("random init, seed 3", 2)]
-    ts = rm.simplified_states(twin.layer(1).attention, x0, steps=12, special=S)
+    ts = als.simplified_states(twin.layer(1).attention, x0, steps=12, special=S)
     ref = als.shared_convergence(ts.select("content"), als.eigen_bases(twin.layer_matrices()).layer(1), anchor=4,
                                  fit=(4, 10))
     pd.testing.assert_frame_equal(runs[3].convergence, ref)
@@ -164,7 +164,7 @@ def test_shared_layer_runs_iterate_each_layer_of_each_model(tiny_pair):
 
 def test_analyse_overview_special_tokens_and_depth_profiles(tiny_pair):
     trained, twin = tiny_pair
-    H, S = rm.prompt_states(trained, TEXTS)
+    H, S = als.prompt_states(trained, TEXTS)
     eb = als.eigen_bases(trained.layer_matrices())
     tr = rm.analyse(trained, TEXTS, n_null=20, H=H, S=S, bases=eb)
     tw = rm.analyse(twin, TEXTS, n_null=20)
@@ -295,8 +295,8 @@ def test_batched_prompt_states_agree_with_one_pass_per_text(tiny_pair):
     one-text pass to float32 rounding, in the texts' order, special masks included."""
     trained, _ = tiny_pair
     texts = [*TEXTS, "hello there.", "abd"]  # two pairs of equal length
-    H, S = rm.prompt_states(trained, texts)
-    Hb, Sb = rm.prompt_states(trained, texts, batched=True)
+    H, S = als.prompt_states(trained, texts)
+    Hb, Sb = als.prompt_states(trained, texts, batched=True)
     assert len(Hb) == len(texts) and [h.shape for h in Hb] == [h.shape for h in H]
     for a, b in zip(H, Hb):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-5)

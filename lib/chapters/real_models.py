@@ -49,11 +49,10 @@ from lib.errors import RealModelRunError, SpectralBookError
 from lib.linalg import spectra
 from lib.linalg.power import fitted_ratio
 from lib.methods import alignment as als
-from lib.methods.alignment import EigenBases, TokenStates
+from lib.methods.alignment import EigenBases, TokenStates, prompt_states, simplified_states
 from lib.methods.layer_spectra import summary_table
 from lib.models import load_model
 from lib.models.twins import series_label
-from lib.theory import dynamics
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel
@@ -107,7 +106,6 @@ __all__ = [
     "overview_row",
     "overview_table",
     "paper_models_table",
-    "prompt_states",
     "random_albert",
     "random_albert_spectra",
     "run_paper_model",
@@ -120,7 +118,6 @@ __all__ = [
     "shared_runs_frame",
     "shared_runs_table",
     "short_label",
-    "simplified_states",
     "special_token_results",
     "summary_from_eigvals",
     "table_formats",
@@ -270,65 +267,6 @@ def short_label(label: str) -> str:
     parentheses comes back unchanged.
     """
     return label.split("(", 1)[-1].rstrip(")")
-
-
-# -- token trajectories ---------------------------------------------------------------------------------
-def prompt_states(model: SpectralModel, texts: Sequence[str], *, batched: bool = False
-                  ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Real forward passes: the residual stream ``(L+1, n_p, d)`` float64 and the special-token mask of each text.
-
-    ``batched=True`` runs the texts of equal token length together (:meth:`SpectralModel.hidden_states_batch`:
-    one pass per distinct length, several times faster on a CPU; equal to the one-text passes to float32
-    rounding, not bitwise).
-    """
-    encs = [model.encode(t) for t in texts]
-    specials = [e["special"] for e in encs]
-    if not batched:
-        return model.hidden_states(list(texts), progress=False), specials
-    by_len: dict[int, list[int]] = {}
-    for p, e in enumerate(encs):
-        by_len.setdefault(len(e["input_ids"]), []).append(p)
-    states: list[Any] = [None] * len(encs)
-    for idx in by_len.values():
-        out = model.hidden_states_batch(torch.stack([encs[p]["input_ids"] for p in idx]))
-        for b, p in enumerate(idx):
-            states[p] = out[:, b]
-    return states, specials
-
-
-def simplified_states(
-    weights: Any,
-    x0: Sequence[Any],
-    *,
-    steps: int | None = None,
-    special: Sequence[Any] | None = None,
-    label: str = "",
-    **simulate_kwargs: Any,
-) -> TokenStates:
-    """Run :func:`lib.theory.dynamics.simulate` from each prompt's initial tokens and collect :class:`TokenStates`.
-
-    Prompts of equal length are stacked into one batch, so the number of calls is the number of
-    distinct lengths, not of prompts.
-
-    Args:
-        weights: per-layer weights (a sequence) or one shared layer (then ``steps`` is required).
-        x0: one ``(n_p, d)`` initial state per prompt (e.g. ``hidden_states[p][0]``).
-        steps: layers or steps to run.
-        special: special-token masks, as in :meth:`TokenStates.from_trajectories`.
-        label: for tables and subtitles.
-        simulate_kwargs: passed to :func:`lib.theory.dynamics.simulate` (``norm``, ``radius``, ``residual``...).
-    """
-    x0 = [spectra.as_float64(x) for x in x0]
-    by_len: dict[int, list[int]] = {}
-    for p, x in enumerate(x0):
-        by_len.setdefault(x.shape[0], []).append(p)
-    trajs: list[Any] = [None] * len(x0)
-    for idx in by_len.values():
-        batch = torch.as_tensor(np.stack([x0[p] for p in idx]))
-        out = dynamics.simulate(weights, batch, steps, **simulate_kwargs)  # (T+1, B, n, d)
-        for b, p in enumerate(idx):
-            trajs[p] = out[:, b].numpy()
-    return TokenStates.from_trajectories(trajs, special, label=label)
 
 
 # -- shared weights: iterating one layer ----------------------------------------------------------------

@@ -36,10 +36,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pandas as pd
+import torch
 from scipy.special import gammaln
 
 from lib.linalg import spectra
@@ -48,7 +49,10 @@ from lib.parallel import map_matrices
 from lib.stats import benjamini_hochberg, bootstrap_draws, bootstrap_ratio, empirical_p, equivalence_test
 from lib.theory import dynamics, toys
 
-__all__ = ["CrossLayerMaps", "EigenBases", "ForeignDirectionTest", "GAMMA_RHO_FORMAT", "NullRange", "OwnDirectionTest", "TiltTest", "TokenStates", "baseline_subspace", "basis_dims", "chance_levels", "cross_layer", "cross_layer_maps", "diagonal_wins", "eigen_bases", "fitted_rate_interval", "fixed_direction_profile", "foreign_direction_test", "gamma_rho", "gamma_rho_table", "null_draws", "null_draws_with_tilt", "null_range", "one_layer_tilt", "own_direction_test", "random_directions", "random_null", "random_subspaces", "range_position", "shared_convergence", "step_alignment", "token_alignments"]
+if TYPE_CHECKING:
+    from lib.models import SpectralModel
+
+__all__ = ["CrossLayerMaps", "EigenBases", "ForeignDirectionTest", "GAMMA_RHO_FORMAT", "NullRange", "OwnDirectionTest", "TiltTest", "TokenStates", "baseline_subspace", "basis_dims", "chance_levels", "cross_layer", "cross_layer_maps", "diagonal_wins", "eigen_bases", "fitted_rate_interval", "fixed_direction_profile", "foreign_direction_test", "gamma_rho", "gamma_rho_table", "null_draws", "null_draws_with_tilt", "null_range", "one_layer_tilt", "own_direction_test", "prompt_states", "random_directions", "random_null", "random_subspaces", "range_position", "shared_convergence", "simplified_states", "step_alignment", "token_alignments"]
 
 
 # -- baselines ---------------------------------------------------------------------------------------
@@ -166,6 +170,65 @@ class TokenStates:
             raise ValueError(f"tokens must be 'content', 'special' or 'all', got {tokens!r}")
         keep = self.special if tokens == "special" else ~self.special
         return TokenStates(self.states[:, keep], self.prompt[keep], self.special[keep], self.n_prompts, self.label)
+
+
+# -- token trajectories ---------------------------------------------------------------------------------
+def prompt_states(model: SpectralModel, texts: Sequence[str], *, batched: bool = False
+                  ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Real forward passes: the residual stream ``(L+1, n_p, d)`` float64 and the special-token mask of each text.
+
+    ``batched=True`` runs the texts of equal token length together (:meth:`SpectralModel.hidden_states_batch`:
+    one pass per distinct length, several times faster on a CPU; equal to the one-text passes to float32
+    rounding, not bitwise).
+    """
+    encs = [model.encode(t) for t in texts]
+    specials = [e["special"] for e in encs]
+    if not batched:
+        return model.hidden_states(list(texts), progress=False), specials
+    by_len: dict[int, list[int]] = {}
+    for p, e in enumerate(encs):
+        by_len.setdefault(len(e["input_ids"]), []).append(p)
+    states: list[Any] = [None] * len(encs)
+    for idx in by_len.values():
+        out = model.hidden_states_batch(torch.stack([encs[p]["input_ids"] for p in idx]))
+        for b, p in enumerate(idx):
+            states[p] = out[:, b]
+    return states, specials
+
+
+def simplified_states(
+    weights: Any,
+    x0: Sequence[Any],
+    *,
+    steps: int | None = None,
+    special: Sequence[Any] | None = None,
+    label: str = "",
+    **simulate_kwargs: Any,
+) -> TokenStates:
+    """Run :func:`lib.theory.dynamics.simulate` from each prompt's initial tokens and collect :class:`TokenStates`.
+
+    Prompts of equal length are stacked into one batch, so the number of calls is the number of
+    distinct lengths, not of prompts.
+
+    Args:
+        weights: per-layer weights (a sequence) or one shared layer (then ``steps`` is required).
+        x0: one ``(n_p, d)`` initial state per prompt (e.g. ``hidden_states[p][0]``).
+        steps: layers or steps to run.
+        special: special-token masks, as in :meth:`TokenStates.from_trajectories`.
+        label: for tables and subtitles.
+        simulate_kwargs: passed to :func:`lib.theory.dynamics.simulate` (``norm``, ``radius``, ``residual``...).
+    """
+    x0 = [spectra.as_float64(x) for x in x0]
+    by_len: dict[int, list[int]] = {}
+    for p, x in enumerate(x0):
+        by_len.setdefault(x.shape[0], []).append(p)
+    trajs: list[Any] = [None] * len(x0)
+    for idx in by_len.values():
+        batch = torch.as_tensor(np.stack([x0[p] for p in idx]))
+        out = dynamics.simulate(weights, batch, steps, **simulate_kwargs)  # (T+1, B, n, d)
+        for b, p in enumerate(idx):
+            trajs[p] = out[:, b].numpy()
+    return TokenStates.from_trajectories(trajs, special, label=label)
 
 
 # -- eigen-directions ----------------------------------------------------------------------------------
