@@ -12,57 +12,58 @@ import lib
 from lib.chapters import real_models as rm
 from lib.methods import alignment as als
 from lib.methods.layer_spectra import LayerSpectra
+from lib.models import paper
 from lib.theory import dynamics
 
 
 def test_switch_off_selects_nothing(monkeypatch):
     monkeypatch.delenv("SPECTRAL_BOOK_REAL_MODELS", raising=False)
-    monkeypatch.setenv(rm.MODEL_LIST_ENV, "openai-community/gpt2")
-    assert rm.selected_models() == []
+    monkeypatch.setenv(paper.MODEL_LIST_ENV, "openai-community/gpt2")
+    assert paper.selected_models() == []
 
 
 def test_switch_on_selects_paper_set_or_override(monkeypatch):
     monkeypatch.setenv("SPECTRAL_BOOK_REAL_MODELS", "1")
-    monkeypatch.delenv(rm.MODEL_LIST_ENV, raising=False)
-    ids = rm.selected_models()
+    monkeypatch.delenv(paper.MODEL_LIST_ENV, raising=False)
+    ids = paper.selected_models()
     assert ids[:4] == [f"albert/albert-{s}-v2" for s in ("base", "large", "xlarge", "xxlarge")]
     assert {"google-bert/bert-base-uncased", "openai-community/gpt2", "EleutherAI/gpt-neo-125m"} <= set(ids)
-    monkeypatch.setenv(rm.MODEL_LIST_ENV, " openai-community/gpt2 , albert/albert-base-v2,")
-    assert rm.selected_models() == ["openai-community/gpt2", "albert/albert-base-v2"]
+    monkeypatch.setenv(paper.MODEL_LIST_ENV, " openai-community/gpt2 , albert/albert-base-v2,")
+    assert paper.selected_models() == ["openai-community/gpt2", "albert/albert-base-v2"]
 
 
 def test_try_load_returns_a_message_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    msg = rm.try_load("albert/albert-xxlarge-v2-does-not-exist")
+    msg = paper.try_load("albert/albert-xxlarge-v2-does-not-exist")
     assert isinstance(msg, str) and msg.startswith("⚠ albert/albert-xxlarge-v2-does-not-exist could not be loaded")
     assert "HF_HUB_OFFLINE" in msg and "SPECTRAL_BOOK_REAL_MODELS" in msg
-    assert "not a checkpoint directory" in rm.try_load("./no/such/dir")
+    assert "not a checkpoint directory" in paper.try_load("./no/such/dir")
 
 
 def test_try_load_returns_model(tiny_dir):
-    m = rm.try_load(str(tiny_dir("albert")))
+    m = paper.try_load(str(tiny_dir("albert")))
     assert isinstance(m, lib.SpectralModel) and rm.is_shared(m)
     assert rm.unique_layer_matrices(m).shape == (1, 32, 32)
-    g = rm.try_load(str(tiny_dir("gpt2")))
+    g = paper.try_load(str(tiny_dir("gpt2")))
     assert not rm.is_shared(g) and rm.unique_layer_matrices(g).shape == (2, 32, 32)
 
 
 @pytest.mark.parametrize("size, d, L, H", [("base", 768, 12, 12), ("large", 1024, 24, 16), ("xlarge", 2048, 24, 16), ("xxlarge", 4096, 12, 64)])
 def test_albert_configs_match_conventions(size, d, L, H):
-    cfg = json.loads((rm.albert_config_dir(size) / "config.json").read_text())
+    cfg = json.loads((paper.albert_config_dir(size) / "config.json").read_text())
     assert (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"]) == (d, L, H)
     assert cfg["embedding_size"] == 128 and cfg["intermediate_size"] == 4 * d and cfg["model_type"] == "albert"
     assert cfg.get("num_hidden_groups", 1) == 1 and cfg.get("inner_group_num", 1) == 1
 
 
 def test_random_albert_base_is_shared_and_labelled():
-    m = rm.random_albert("base", seed=1)
+    m = paper.random_albert("base", seed=1)
     assert m.label == "albert-base-v2 config (random init, seed 1)"
     assert (m.d_model, m.n_layers, m.n_heads) == (768, 12, 12) and rm.is_shared(m)
     F = rm.unique_layer_matrices(m)
     assert F.shape == (1, 768, 768) and F.dtype == torch.float64
     with pytest.raises(ValueError, match="ALBERT size"):
-        rm.albert_config_dir("huge")
+        paper.albert_config_dir("huge")
 
 
 def test_eigvals_table_matches_layer_spectra():
@@ -98,15 +99,15 @@ def test_prompt_states_marks_special_tokens(minilm):
 
 
 def test_time_estimate_and_warning(monkeypatch):
-    monkeypatch.setattr(rm, "_RATES", {"eig_s": 0.05, "flop_s": 1e-10})
-    small = rm.estimate_seconds(rm.PAPER_MODELS[:1])
-    big = rm.estimate_seconds(rm.PAPER_MODELS[3:4])
+    monkeypatch.setattr(paper, "_RATES", {"eig_s": 0.05, "flop_s": 1e-10})
+    small = paper.estimate_seconds(paper.PAPER_MODELS[:1])
+    big = paper.estimate_seconds(paper.PAPER_MODELS[3:4])
     assert 0 < small < big
-    monkeypatch.setattr(rm.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(paper.torch.cuda, "is_available", lambda: False)
     with pytest.warns(UserWarning, match="estimated .* min"):
-        msg = rm.time_warning([m.hub_id for m in rm.PAPER_MODELS])
+        msg = paper.time_warning([m.hub_id for m in paper.PAPER_MODELS])
     assert "CPU only" in msg
-    assert rm.time_warning(["unknown/model"]) == "No model of the paper's set selected."
+    assert paper.time_warning(["unknown/model"]) == "No model of the paper's set selected."
 
 
 def test_summary_from_leading_eigenvalues_matches_the_full_table():
@@ -331,7 +332,7 @@ def test_random_init_twin_of_a_config_folder(tokenized_dir):
 
 
 def test_albert_config_sizes_and_overrides():
-    c = rm.albert_config("xxlarge", vocab_size=30522)
+    c = paper.albert_config("xxlarge", vocab_size=30522)
     assert (c.hidden_size, c.intermediate_size, c.embedding_size, c.vocab_size) == (4096, 16384, 128, 30522)
     with pytest.raises(ValueError, match="ALBERT size"):
-        rm.albert_config("huge")
+        paper.albert_config("huge")

@@ -13,6 +13,7 @@ import pytest
 import lib
 from lib.chapters import real_models as rm
 from lib.methods import alignment as als
+from lib.models import paper
 
 TEXTS = ["hello there.", "a longer second sentence, with a comma.", "abc", "the third one is short."]
 
@@ -187,7 +188,7 @@ def test_analyse_overview_special_tokens_and_depth_profiles(tiny_pair):
 
 
 def test_random_albert_spectra_leading_eigenvalues_agree_with_the_full_eig(monkeypatch):
-    monkeypatch.setitem(rm.ALBERT_SIZES, "tiny", dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4))
+    monkeypatch.setitem(paper.ALBERT_SIZES, "tiny", dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4))
     out = rm.random_albert_spectra(seed=1, full=("tiny",), leading=("tiny",), k=4)
     full, top = out.table.iloc[0], out.table.iloc[1]
     assert out.table.layer.tolist() == ["shared", "shared"] and out.table.d.tolist() == [64, 64]
@@ -199,10 +200,10 @@ def test_random_albert_spectra_leading_eigenvalues_agree_with_the_full_eig(monke
 
 def test_paper_models_table_and_offline_message():
     t = rm.paper_models_table()
-    assert list(t.columns) == ["hub id", "d", "layers", "shared weights"] and len(t) == len(rm.PAPER_MODELS)
+    assert list(t.columns) == ["hub id", "d", "layers", "shared weights"] and len(t) == len(paper.PAPER_MODELS)
     msg = rm.offline_message()
-    assert msg.startswith("Offline build") and all(m.hub_id in msg for m in rm.PAPER_MODELS)
-    assert rm.best_device() in ("cpu", "cuda")
+    assert msg.startswith("Offline build") and all(m.hub_id in msg for m in paper.PAPER_MODELS)
+    assert paper.best_device() in ("cpu", "cuda")
 
 
 # -- issue #25 §6: the own-direction verdicts of LA7/LA8 and the equivalence verdict of LA9 ------------------------
