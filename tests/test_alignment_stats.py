@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from lib import stats
 from lib.linalg import spectra
 from lib.methods import alignment as als
+from lib.page import real_models as rp
 from lib.theory import dynamics, toys
 
 
@@ -423,7 +424,7 @@ def _hand_results():
 
 def test_gamma_rho_table_columns_are_the_hand_computations():
     res = _hand_results()
-    t = als.gamma_rho_table(res)
+    t = rp.gamma_rho_table(res)
     assert list(t.columns) == ["variant", "layer", "k", "γₜ", "chance c(d, k)", "γₜ / chance", "γₜ / chance 95% CI",
                                "null 95% range of γₜ / chance", "q(γₜ)", "Δγₜ", "ρₜ", "ρₜ 95% CI",
                                "null 95% range of ρₜ", "q(ρₜ)"]
@@ -434,13 +435,13 @@ def test_gamma_rho_table_columns_are_the_hand_computations():
     assert t["null 95% range of γₜ / chance"][3] == "[0.80, 1.80]"
     assert t["null 95% range of ρₜ"].tolist() == ["[0.400, 0.600]", "[0.410, 0.610]", "[0.420, 0.620]", "[0.430, 0.630]"]
     assert t["q(γₜ)"].tolist() == ["<0.001", "0.200", "0.010", "1.000"] and t["q(ρₜ)"][2] == "<0.001"
-    assert set(als.GAMMA_RHO_FORMAT) <= set(t.columns)  # every format names a column of the table
+    assert set(rp.GAMMA_RHO_FORMAT) <= set(t.columns)  # every format names a column of the table
 
 
 def test_gamma_rho_table_without_a_null_keeps_the_estimates_and_adds_the_token_count():
     res = _hand_results().drop(columns=["gamma_ratio_null_lo", "gamma_ratio_null_hi", "rho_null_lo", "rho_null_hi",
                                         "q_gamma", "q_rho"]).assign(tokens=[10, 10, 12, 12])
-    t = als.gamma_rho_table(res, null=False)
+    t = rp.gamma_rho_table(res, null=False)
     assert list(t.columns) == ["variant", "layer", "k", "γₜ", "chance c(d, k)", "γₜ / chance", "γₜ / chance 95% CI",
                                "Δγₜ", "ρₜ", "ρₜ 95% CI", "tokens"]
     assert t.tokens.tolist() == [10, 10, 12, 12] and t["ρₜ 95% CI"][1] == "[0.300, 0.450]"
@@ -610,7 +611,7 @@ def test_fixed_direction_profile_equivalence_needs_power():
 
 def test_gamma_rho_table_shows_the_tilts_own_test_when_the_results_carry_it():
     res = _hand_results().assign(tilt_null_lo=-0.01, tilt_null_hi=0.02, q_tilt=[0.0004, 0.5, 0.03, 1.0])
-    t = als.gamma_rho_table(res)
+    t = rp.gamma_rho_table(res)
     cols = list(t.columns)
     assert cols[cols.index("Δγₜ") + 1: cols.index("ρₜ")] == ["null 95% range of Δγₜ", "q(Δγₜ)"]
     assert t["null 95% range of Δγₜ"][0] == "[-0.0100, +0.0200]" and t["q(Δγₜ)"].tolist() == ["<0.001", "0.500",

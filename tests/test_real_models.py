@@ -13,6 +13,7 @@ from lib.chapters import real_models as rm
 from lib.methods import alignment as als
 from lib.methods.layer_spectra import LayerSpectra
 from lib.models import paper
+from lib.page import real_models as rp
 from lib.theory import dynamics
 
 
@@ -156,9 +157,9 @@ def tokenized_dir(tiny_dir, tmp_path_factory):
 
 
 def test_short_label():
-    assert rm.short_label("all-MiniLM-L6-v2 (random init, seed 1)") == "random init, seed 1"
-    assert rm.short_label("all-MiniLM-L6-v2 (trained)") == "trained"
-    assert rm.short_label("no parentheses") == "no parentheses"
+    assert rp.short_label("all-MiniLM-L6-v2 (random init, seed 1)") == "random init, seed 1"
+    assert rp.short_label("all-MiniLM-L6-v2 (trained)") == "trained"
+    assert rp.short_label("no parentheses") == "no parentheses"
 
 
 @pytest.mark.parametrize("random_init", [False, True])
@@ -220,12 +221,12 @@ def test_layer_range_and_overview_row_on_hand_made_frames():
     pooled = rm.layer_range(pd.concat([res, res.assign(rho=res.rho + 0.1)]), "simplified")  # repeated index
     assert (pooled.rho_min, pooled.rho_max, pooled.rho_min_layer, pooled.layers) == (0.3, pytest.approx(0.7), 2, 6)
     assert pooled.gamma_beat == (1, 3, 1, 3)
-    row = rm.overview_row("M (trained)", res, "real forward pass")
+    row = rp.overview_row("M (trained)", res, "real forward pass")
     assert row["model"] == "M (trained)" and row["trajectories"] == "real forward pass"
     assert row["mean γₜ / chance"] == pytest.approx(4.0) and row["mean Δγₜ"] == pytest.approx(0.02)
     assert row["mean ρₜ"] == pytest.approx(1.4 / 3)
     assert row["layers where γₜ beats its null"] == "1, 3" and row["layers where ρₜ beats its null"] == "3"
-    assert rm.overview_row("M", _results("trained", [1.0], [0.5]), "simplified")["layers where ρₜ beats its null"] == "none"
+    assert rp.overview_row("M", _results("trained", [1.0], [0.5]), "simplified")["layers where ρₜ beats its null"] == "none"
 
 
 @pytest.mark.parametrize("trained_gamma, trained_rho, where_g, where_r, learned", [
@@ -261,16 +262,16 @@ def test_shared_run_rows_fit_a_known_rate():
         pd.DataFrame({"step": steps, "target": "v₁", "alignment": 1 - 0.5 * 0.8**steps, "distance": dist, "rate": 0.75}),
         pd.DataFrame({"step": steps, "target": "span{v₁, v₂}", "alignment": 1.0, "distance": 0.3 * 0.5**steps, "rate": 0.4}),
     ], ignore_index=True)
-    rows = rm.shared_run_rows(conv, label="M (random init, seed 0)", layer=2)
+    rows = rp.shared_run_rows(conv, label="M (random init, seed 0)", layer=2)
     assert [r["target"] for r in rows] == ["v₁", "span{v₁, v₂}"]
     r = rows[0]
     assert r["model"] == "random init, seed 0" and r["layer iterated"] == 2 and r["predicted rate r"] == 0.75
     assert r["fitted rate (steps 20–50)"] == pytest.approx(0.8, rel=1e-9)
     assert r["alignment at step 0"] == 0.5 and r["alignment at step 60"] == pytest.approx(1 - 0.5 * 0.8**60)
-    table = pd.DataFrame(rows + rm.shared_run_rows(conv, label="M (trained)", layer=2, fit=(10, 30)))
-    assert rm.shared_run_row(table, "M (random init, seed 0)", 2)["target"] == "v₁"
+    table = pd.DataFrame(rows + rp.shared_run_rows(conv, label="M (trained)", layer=2, fit=(10, 30)))
+    assert rp.shared_run_row(table, "M (random init, seed 0)", 2)["target"] == "v₁"
     with pytest.raises(KeyError, match="no shared run"):
-        rm.shared_run_row(table, "M (trained)", 1)
+        rp.shared_run_row(table, "M (trained)", 1)
 
 
 def test_run_paper_model_unloadable_gives_the_message(monkeypatch):

@@ -42,15 +42,12 @@ import torch
 from lib.config import REAL_MODELS_ENV
 from lib.errors import RealModelRunError
 from lib.linalg import spectra
-from lib.linalg.power import fitted_ratio
 from lib.methods import alignment as als
 from lib.methods.alignment import EigenBases, TokenStates, prompt_states, simplified_states
 from lib.methods.layer_spectra import summary_table
 from lib.models import load_model
 from lib.models.paper import (
     MODEL_LIST_ENV,
-    PAPER_MODELS,
-    estimate_seconds,
     load_failure_message,
     random_albert,
 )
@@ -64,11 +61,8 @@ __all__ = [
     "DIRECTION_STATISTICS",
     "DirectionTests",
     "build_up_status",
-    "build_up_summary",
     "build_up_verdict",
     "combine_verdicts",
-    "direction_glue",
-    "direction_table",
     "direction_tests",
     "direction_verdict",
     "FDR",
@@ -76,43 +70,27 @@ __all__ = [
     "TRAJECTORIES",
     "AlbertSpectra",
     "Analysis",
-    "BuildUp",
     "LayerRange",
     "LayerVarying",
     "PaperModelRun",
     "SharedRun",
     "TwinComparison",
     "analyse",
-    "beat_phrase",
-    "build_up_glue",
-    "build_up_text",
     "compare_to_twins",
     "depth_profiles",
     "eigen_bases_table",
     "eigvals_table",
-    "gamma_rho_glue",
     "is_shared",
-    "layer_list",
     "layer_range",
     "layer_varying",
-    "offline_message",
-    "p_phrase",
-    "overview_row",
-    "overview_table",
-    "paper_models_table",
     "random_albert_spectra",
     "run_paper_model",
     "select_source",
     "series_label",
     "shared_layer_runs",
-    "shared_run_row",
-    "shared_run_rows",
     "shared_runs_frame",
-    "shared_runs_table",
-    "short_label",
     "special_token_results",
     "summary_from_eigvals",
-    "table_formats",
     "twin_verdict",
     "unique_layer_matrices",
 ]
@@ -154,59 +132,6 @@ def eigen_bases_table(eb: EigenBases, label: str) -> pd.DataFrame:
     return pd.DataFrame({"model": label, "layer": np.arange(1, eb.n_layers + 1),
                          "λ1": [f"{z:.4f}" for z in eb.lambda1], "λ1 complex": eb.lambda1_complex,
                          "gap ratio": eb.gap_ratio, "span{v1,v2} ratio": eb.subspace_ratio})
-
-
-def short_label(label: str) -> str:
-    """The part of a model label in parentheses, for table cells (figures keep the full label).
-
-    ``"all-MiniLM-L6-v2 (random init, seed 1)"`` → ``"random init, seed 1"``; a label without
-    parentheses comes back unchanged.
-    """
-    return label.split("(", 1)[-1].rstrip(")")
-
-
-# -- shared weights: iterating one layer ----------------------------------------------------------------
-def shared_run_rows(
-    conv: pd.DataFrame, *, label: str, layer: int, fit: tuple[int, int] = (20, 50), floor: float = 1e-9
-) -> list[dict[str, Any]]:
-    """Summary of one shared-layer run: one row per target of :func:`lib.methods.alignment.shared_convergence`.
-
-    Args:
-        conv: the run's ``shared_convergence`` rows (steps ``0..T``; the principal target first).
-        label: the model's label (shortened by :func:`short_label`).
-        layer: the iterated layer, 1-based.
-        fit: first and last step of the fitted rate (:func:`lib.linalg.power.fitted_ratio` of the mean distance).
-        floor: distances below it are left out of the fit (round-off level).
-
-    Returns:
-        Dicts with ``model``, ``layer iterated``, ``target``, ``predicted rate r`` (the gap or subspace
-        ratio), ``fitted rate (steps a–b)`` (and its ``fitted rate 95% CI`` over prompts when ``conv`` was
-        computed with ``fit``), ``alignment at step 0`` and ``alignment at step T``.
-    """
-    start, stop = fit
-    rows = []
-    for target, g in conv.groupby("target", sort=False):
-        g = g.set_index("step")
-        rows.append({
-            "model": short_label(label), "layer iterated": layer, "target": target,
-            "predicted rate r": g.rate.iloc[0],
-            f"fitted rate (steps {start}–{stop})": fitted_ratio(
-                g.distance.loc[:stop].to_numpy(), start=start, floor=floor),
-            **({"fitted rate 95% CI": f"{g.fitted_lo.iloc[0]:.3f}–{g.fitted_hi.iloc[0]:.3f}"}
-               if "fitted_lo" in g else {}),
-            "alignment at step 0": g.alignment.iloc[0],
-            f"alignment at step {int(g.index[-1])}": g.alignment.iloc[-1],
-        })
-    return rows
-
-
-def shared_run_row(table: pd.DataFrame, label: str, layer: int) -> pd.Series:
-    """The row of the principal target (``v₁``, or the plane of a complex pair) of one run in a table of
-    :func:`shared_run_rows`, found by the model's full ``label`` and the 1-based ``layer`` iterated."""
-    rows = table[(table.model == short_label(label)) & (table["layer iterated"] == layer)]
-    if rows.empty:
-        raise KeyError(f"no shared run of {label!r}, layer {layer}")
-    return rows.iloc[0]
 
 
 # -- layer-varying models: γ_t and ρ_t --------------------------------------------------------------------
@@ -282,7 +207,7 @@ def select_source(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     return frame[frame.variant.str.endswith(source)]
 
 
-def _layers(r: pd.DataFrame, mask: pd.Series) -> tuple[int, ...]:
+def layers_where(r: pd.DataFrame, mask: pd.Series) -> tuple[int, ...]:
     """The 1-based layers of the rows of ``r`` where ``mask`` holds."""
     return tuple(int(x) for x in r.layer[mask])
 
@@ -321,28 +246,9 @@ def layer_range(results: pd.DataFrame, source: str) -> LayerRange:
         gamma_ratio_min=float(r.gamma_ratio.min()), gamma_ratio_max=float(r.gamma_ratio.max()),
         rho_min=float(r.rho.min()), rho_max=float(r.rho.max()),
         rho_min_layer=int(r.layer.iloc[np.argmin(r.rho)]),
-        gamma_beat=_layers(r, r.q_gamma < FDR), rho_beat=_layers(r, r.q_rho < FDR),
-        tilt_beat=_layers(r, r.q_tilt < FDR) if "q_tilt" in r else (),
+        gamma_beat=layers_where(r, r.q_gamma < FDR), rho_beat=layers_where(r, r.q_rho < FDR),
+        tilt_beat=layers_where(r, r.q_tilt < FDR) if "q_tilt" in r else (),
     )
-
-
-def overview_row(label: str, results: pd.DataFrame, source: str) -> dict[str, Any]:
-    """One model and trajectory source, summarised over layers: a row of the trained-vs-random-init overview.
-
-    Keys: ``model`` (``label``), ``trajectories`` (``source``), ``mean γₜ / chance``, ``mean Δγₜ``,
-    ``mean ρₜ``, and ``layers where γₜ beats its null`` / ``layers where ρₜ beats its null`` (FDR 5%,
-    as text: the layers, or "none"), and ``layers where Δγₜ beats its null`` where ``results`` test the tilt.
-    """
-    r = select_source(results, source)
-    def beat(col: str) -> str:
-        layers = _layers(r, r[col] < FDR)
-        return ", ".join(map(str, layers)) if layers else "none"
-    row = {"model": label, "trajectories": source, "mean γₜ / chance": r.gamma_ratio.mean(),
-           "mean Δγₜ": r.tilt.mean(), "mean ρₜ": r.rho.mean(),
-           "layers where γₜ beats its null": beat("q_gamma")}
-    if "q_tilt" in r:
-        row["layers where Δγₜ beats its null"] = beat("q_tilt")
-    return {**row, "layers where ρₜ beats its null": beat("q_rho")}
 
 
 @dataclass(frozen=True)
@@ -405,13 +311,6 @@ def compare_to_twins(trained: pd.DataFrame, twins: Sequence[pd.DataFrame], sourc
         trained_gamma_beat=beat(tr, "q_gamma"), twin_gamma_beat=tuple(beat(t, "q_gamma") for t in tws),
         trained_rho_beat=beat(tr, "q_rho"), twin_rho_beat=tuple(beat(t, "q_rho") for t in tws),
     )
-
-
-# -- chapter 3, section by section: what the page computes and the numbers its prose quotes -------------------
-def paper_models_table() -> pd.DataFrame:
-    """:data:`PAPER_MODELS` as a table for the page: ``hub id``, ``d``, ``layers``, ``shared weights``."""
-    return pd.DataFrame([{"hub id": m.hub_id, "d": m.d, "layers": m.n_layers, "shared weights": m.shared}
-                         for m in PAPER_MODELS])
 
 
 class AlbertSpectra(NamedTuple):
@@ -497,25 +396,6 @@ def shared_runs_frame(runs: Sequence[SharedRun]) -> pd.DataFrame:
                      ignore_index=True)
 
 
-def shared_runs_table(runs: Sequence[SharedRun], fit: tuple[int, int] = (20, 50)) -> pd.DataFrame:
-    """:func:`shared_run_rows` of every run, in order: one row per run and target."""
-    return pd.DataFrame([row for r in runs for row in shared_run_rows(r.convergence, label=r.label, layer=r.layer,
-                                                                        fit=fit)])
-
-
-def table_formats(columns: Sequence[str]) -> dict[str, str]:
-    """One ``Styler.format`` string per numeric column of chapter 3's tables: a quantity has one precision
-    everywhere (rates 3 decimals, as their interval texts; alignments 4; γ_t / chance 2; Δγ_t 4; ρ_t 3)."""
-    prefixes = {"predicted rate": "{:.3f}", "fitted rate (": "{:.3f}", "alignment at step": "{:.4f}"}
-    exact = {"mean γₜ / chance": "{:.2f}", "mean Δγₜ": "{:.4f}", "mean ρₜ": "{:.3f}", **als.GAMMA_RHO_FORMAT}
-    out = {}
-    for col in columns:
-        fmt = exact.get(col) or next((f for prefix, f in prefixes.items() if col.startswith(prefix)), None)
-        if fmt is not None:
-            out[col] = fmt
-    return out
-
-
 @dataclass(frozen=True)
 class Analysis:
     """Section 3.3's analysis of one model (:func:`analyse`): γ_t / ρ_t with their nulls, for both sources.
@@ -545,12 +425,6 @@ def analyse(model: Any, texts: Sequence[str], *, n_null: int = 1000, seed: int =
         H, S = prompt_states(model, texts, batched=batched)
     eb = bases if bases is not None else als.eigen_bases(model.layer_matrices())
     return Analysis(model, eb, *layer_varying(model, H, S, eb, seed=seed, n_null=n_null))
-
-
-def overview_table(analyses: Sequence[Analysis]) -> pd.DataFrame:
-    """Section 3.4's table: one :func:`overview_row` per model and trajectory source, in order."""
-    return pd.DataFrame([overview_row(a.model.label, a.results, source)
-                         for a in analyses for source in TRAJECTORIES])
 
 
 def special_token_results(analysis: Analysis, seed: int = 0) -> pd.DataFrame:
@@ -624,38 +498,13 @@ def direction_tests(trained: Analysis, twins: Sequence[Analysis], source: str = 
         maps = als.cross_layer_maps(ts, a.bases)
         foreign = als.cross_layer_maps(ts, twin_v1) if a is trained and twin_v1 is not None else None
         r = select_source(a.results, source)
-        beat = {k: _layers(r, r[f"q_{k}"] < FDR) for k in DIRECTION_STATISTICS}
+        beat = {k: layers_where(r, r[f"q_{k}"] < FDR) for k in DIRECTION_STATISTICS}
         own = {k: als.own_direction_test(getattr(maps, k), seed=seed) for k in DIRECTION_STATISTICS}
         fore = {k: None if foreign is None else
                 als.foreign_direction_test(np.diag(getattr(maps, k)), getattr(foreign, k), seed=seed)
                 for k in DIRECTION_STATISTICS}
         out.append(DirectionTests(a.who, a.model.label, beat, own, fore))
     return out
-
-
-def direction_table(tests: Sequence[DirectionTests]) -> pd.DataFrame:
-    """One display row per model and statistic: layers beating the random-subspace null, the own-direction test
-    (excess of the diagonal, rows won, permutation p) and the twin-direction p (text, "—" for a twin)."""
-    rows = []
-    for t in tests:
-        for k, name in DIRECTION_STATISTICS.items():
-            own, fore = t.own[k], t.foreign[k]
-            rows.append({"model": t.label, "statistic": name,
-                         "layers above the random-subspace null": ", ".join(map(str, t.beat[k])) or "none",
-                         "own − other layers' v₁": own.excess, "rows won": own.wins,
-                         "p, own vs other layers' v₁": _p(own.p),
-                         "p, own vs twins' v₁": "—" if fore is None else _p(fore.p)})
-    return pd.DataFrame(rows)
-
-
-def _p(p: float) -> str:
-    """A p-value for a table: three decimals, or "<0.001"."""
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def p_phrase(p: float) -> str:
-    """A p-value for the prose: ``"p = 0.003"``, or ``"p < 0.001"``."""
-    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
 def direction_verdict(tests: Sequence[DirectionTests], keys: Sequence[str], n_layers: int) -> str:
@@ -673,29 +522,6 @@ def direction_verdict(tests: Sequence[DirectionTests], keys: Sequence[str], n_la
     if twins and max(len(t.held(keys)) for t in twins) >= n:
         return "not specific to training"
     return "reproduced" if n == n_layers else "partly reproduced"
-
-
-def direction_glue(tests: Sequence[DirectionTests], n_layers: int) -> dict[str, Any]:
-    """The values the own-direction paragraph quotes for one model (trained first, then its twins), by glue name
-    without the model prefix: per statistic ``k`` (``gamma``, ``tilt``, ``rho``) ``own_p_<k>`` and ``twin_p_<k>``
-    (:func:`p_phrase`), ``wins_<k>`` (rows whose own direction is the row's best) and ``excess_<k>``; the layers
-    that count for LA7 (γ and Δγ) and LA8 (ρ), ``la7_layers`` / ``la8_layers`` (words) and ``la7_n`` / ``la8_n``,
-    the twins' counts ``la7_twins`` / ``la8_twins`` ("a, b, c") and the two verdicts ``la7_verdict`` /
-    ``la8_verdict`` (:func:`direction_verdict`)."""
-    trained, *twins = tests
-    out: dict[str, Any] = {}
-    for k in DIRECTION_STATISTICS:
-        out[f"own_p_{k}"] = p_phrase(trained.own[k].p)
-        out[f"twin_p_{k}"] = "—" if trained.foreign[k] is None else p_phrase(trained.foreign[k].p)
-        out[f"wins_{k}"] = trained.own[k].wins
-        out[f"excess_{k}"] = f"{trained.own[k].excess:+.2f}" if k != "rho" else f"{trained.own[k].excess:+.3f}"
-    for claim_id, keys in (("la7", ("gamma", "tilt")), ("la8", ("rho",))):
-        held = trained.held(keys)
-        out[f"{claim_id}_layers"] = layer_list(held)
-        out[f"{claim_id}_n"] = len(held)
-        out[f"{claim_id}_twins"] = ", ".join(str(len(t.held(keys))) for t in twins)
-        out[f"{claim_id}_verdict"] = direction_verdict(tests, keys, n_layers)
-    return out
 
 
 def combine_verdicts(verdicts: Sequence[str]) -> str:
@@ -721,22 +547,6 @@ def build_up_status(row: Any) -> str:
     return "none" if row.p_equivalent < ALPHA else "inconclusive"
 
 
-def build_up_summary(statuses: dict[str, str]) -> str:
-    """The prose's sentence on LA9 from :func:`build_up_status` by name of the trained model and source (``"MiniLM's
-    simplified model"`` → ``"none"``): e.g. ``"within its margin of the null in A and B; beyond its null in C"``."""
-    if not statuses:
-        raise ValueError("no build-up test")
-    words = {"none": "within its margin of the null (no build-up) in", "builds up": "beyond its null in",
-             "inconclusive": "neither beyond its null nor shown within its margin (inconclusive) in"}
-    parts = []
-    for status, phrase in words.items():
-        names = [n for n, s in statuses.items() if s == status]
-        if names:
-            listed = " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
-            parts.append(f"{phrase} {listed}")
-    return "; ".join(parts)
-
-
 def build_up_verdict(statuses: Sequence[str]) -> str:
     """LA9's verdict ("no build-up toward one global direction") from :func:`build_up_status` of every trained model
     and source: "reproduced" if every one is equivalent to its null; "not reproduced" if every one builds up;
@@ -754,26 +564,6 @@ def build_up_verdict(statuses: Sequence[str]) -> str:
     return "partly reproduced"
 
 
-# -- the words of chapter 3's prose ---------------------------------------------------------------------------
-def layer_list(layers: Sequence[int]) -> str:
-    """``"layers 1, 2 and 4"``, ``"layer 3"`` or ``"no layer"``."""
-    words = [str(x) for x in layers]
-    if not words:
-        return "no layer"
-    if len(words) == 1:
-        return f"layer {words[0]}"
-    return "layers " + ", ".join(words[:-1]) + " and " + words[-1]
-
-
-def beat_phrase(r: LayerRange, c: TwinComparison, metric: str) -> str:
-    """``"k of L layers (trained) vs a, b, c (twins)"``: layers beating their own null, for ``metric``
-    (``"gamma"`` or ``"rho"``) of one source."""
-    if metric not in ("gamma", "rho"):
-        raise ValueError(f"metric must be 'gamma' or 'rho', got {metric!r}")
-    tr, tw = getattr(r, f"{metric}_beat"), getattr(c, f"twin_{metric}_beat")
-    return f"{len(tr)} of {r.layers} layers (trained) vs {', '.join(map(str, tw))} (twins)"
-
-
 def twin_verdict(n_trained: int, n_twins: Sequence[int], n_layers: int) -> str:
     """A claim's verdict from the null-test counts (layers beating their own null at FDR 5%) of the trained
     model and of each twin: "not reproduced" (no trained layer), "not specific to training" (a twin does as
@@ -783,92 +573,6 @@ def twin_verdict(n_trained: int, n_twins: Sequence[int], n_layers: int) -> str:
     if n_twins and max(n_twins) >= n_trained:
         return "not specific to training"
     return "reproduced" if n_trained == n_layers else "partly reproduced"
-
-
-def gamma_rho_glue(trained: Analysis, twins: Sequence[Analysis], source: str) -> dict[str, Any]:
-    """The values section 3.3's prose quotes for one trajectory source, by glue name (without the source prefix).
-
-    ``ratio_range`` / ``rho_range`` (trained, over layers), ``g_beat`` / ``r_beat`` (how many layers beat
-    their own null, ints) and ``*_layers`` (which, in words), ``null_g`` / ``null_rho`` (the nulls' central 95%
-    ranges), the same for the twins pooled (``tw_*``), the means over layers (``tr_g``, ``tw_g``, ``tr_r``,
-    ``tw_r``) and where the trained one lies in the twins' range (``g_where``, ``r_where``), the layers above
-    every twin (``g_above``, ``r_above``) and two verdict sentences (``means_verdict``, ``null_verdict``).
-    """
-    res_tw = [a.results for a in twins]
-    r = layer_range(trained.results, source)
-    nr = als.null_range(select_source(trained.null, source))
-    c = compare_to_twins(trained.results, res_tw, source)
-    tw = layer_range(pd.concat(res_tw), source)
-    more = {m: len(getattr(r, f"{m}_beat")) > max(getattr(c, f"twin_{m}_beat")) for m in ("gamma", "rho")}
-    if all(more.values()):
-        null_verdict = ("the trained layers beat their own null more often than those of any twin, for both γₜ "
-                        "and ρₜ")
-    elif any(more.values()):
-        null_verdict = ("the trained layers beat their own null more often than any twin's for "
-                        + ("γₜ" if more["gamma"] else "ρₜ") + " only")
-    else:
-        null_verdict = "the trained layers beat their own null no more often than some twin's"
-    return {
-        "ratio_range": f"{r.gamma_ratio_min:.2f}–{r.gamma_ratio_max:.2f}",
-        "rho_range": f"{r.rho_min:.2f}–{r.rho_max:.2f}",
-        "g_beat": len(r.gamma_beat), "g_beat_layers": layer_list(r.gamma_beat),
-        "r_beat": len(r.rho_beat), "r_beat_layers": layer_list(r.rho_beat),
-        "null_rho": f"{nr.rho_lo:.2f}–{nr.rho_hi:.2f}",
-        "null_g": f"{nr.gamma_ratio_lo:.2f}–{nr.gamma_ratio_hi:.2f}",
-        "tw_ratio_range": f"{tw.gamma_ratio_min:.2f}–{tw.gamma_ratio_max:.2f}",
-        "tw_rho_range": f"{tw.rho_min:.2f}–{tw.rho_max:.2f}",
-        "tw_g_beat": ", ".join(map(str, c.twin_gamma_beat)), "tw_r_beat": ", ".join(map(str, c.twin_rho_beat)),
-        "tr_g": f"{c.trained_gamma:.2f}", "tw_g": ", ".join(f"{g:.2f}" for g in c.twin_gamma),
-        "g_where": c.gamma_where,
-        "tr_r": f"{c.trained_rho:.3f}", "tw_r": ", ".join(f"{x:.3f}" for x in c.twin_rho), "r_where": c.rho_where,
-        "g_above": len(c.gamma_layers_above), "r_above": len(c.rho_layers_above),
-        "means_verdict": ("training raises both means above every random initialization we tried" if c.learned else
-                          "the means over layers do not separate the trained model from random weights of the "
-                          "same architecture"),
-        "null_verdict": null_verdict,
-    }
-
-
-def build_up_text(row: Any) -> str:
-    """``"+0.0154 [+0.0113, +0.0199]"``: a profile's build-up with its bootstrap interval (a row of
-    :func:`lib.methods.alignment.fixed_direction_profile`)."""
-    return f"{row.build_up:+.4f} [{row.build_up_lo:+.4f}, {row.build_up_hi:+.4f}]"
-
-
-class BuildUp(NamedTuple):
-    """:func:`build_up_glue`'s result: the prose's values (by glue name, without the source prefix), whether
-    the trained alignment at depth ``L−1`` lies inside its null band, and whether its build-up beats the null
-    (one-sided ``p < 0.05``)."""
-
-    values: dict[str, str]
-    last_inside: bool
-    beats_null: bool
-
-
-def build_up_glue(profiles: pd.DataFrame, source: str, n_layers: int) -> BuildUp:
-    """The numbers of the build-up paragraph for one source, from :func:`depth_profiles` (trained and twins); with
-    the equivalence test's columns also ``excess`` (over the null's median, with its 90% interval), ``margin``,
-    ``p_eq`` (TOST, :func:`p_phrase`) and ``status`` (:func:`build_up_status`)."""
-    build = profiles.groupby("variant", sort=False).first()
-    b = build.loc[f"trained · {source}"]
-    tw = build[(build.who != "trained") & (build.source == source)]
-    rows = profiles[(profiles.variant == f"trained · {source}") & (profiles.step == n_layers - 1)]
-    last = rows.iloc[0]
-    values = {
-        "build": build_up_text(b),
-        "tw_build": ", ".join(f"{x:+.4f}" for x in tw.build_up),
-        "last_ratio": f"{last.ratio:.2f} [{last.ratio_lo:.2f}, {last.ratio_hi:.2f}]",
-        "last_null": f"{last.null_ratio_lo:.2f}–{last.null_ratio_hi:.2f}",
-        "build_null": f"{b.build_up_null_lo:+.4f} to {b.build_up_null_hi:+.4f}",
-        "build_p": f"{b.p_build_up:.3f}",
-    }
-    if "p_equivalent" in b:  # the equivalence test of fixed_direction_profile
-        values.update({
-            "excess": f"{b.excess:+.4f} [{b.excess_lo:+.4f}, {b.excess_hi:+.4f}]", "margin": f"{b.margin:.4f}",
-            "p_eq": p_phrase(b.p_equivalent), "status": build_up_status(b),
-        })
-    inside = bool(last.null_ratio_lo <= last.ratio <= last.null_ratio_hi)
-    return BuildUp(values, inside, bool(b.p_build_up < 0.05))
 
 
 # -- one of the paper's checkpoints, end to end ---------------------------------------------------------
@@ -963,8 +667,3 @@ def _analyse_paper_model(
     return replace(run, prompts=len(H), layer_varying=layer_varying(model, H, S, eb, seed=seed))
 
 
-def offline_message() -> str:
-    """What chapter 3's real-model section prints in an offline build: what it skipped and how long it would take."""
-    return ("Offline build: the paper's checkpoints were skipped. Set SPECTRAL_BOOK_REAL_MODELS=1 (with network "
-            "access) to run " + ", ".join(s.hub_id for s in PAPER_MODELS) + ".\n"
-            f"Estimated time for all of them on this machine: {estimate_seconds(PAPER_MODELS) / 60:.0f} min.")

@@ -52,7 +52,7 @@ from lib.theory import dynamics, toys
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
-__all__ = ["CrossLayerMaps", "EigenBases", "ForeignDirectionTest", "GAMMA_RHO_FORMAT", "NullRange", "OwnDirectionTest", "TiltTest", "TokenStates", "baseline_subspace", "basis_dims", "chance_levels", "cross_layer", "cross_layer_maps", "diagonal_wins", "eigen_bases", "fitted_rate_interval", "fixed_direction_profile", "foreign_direction_test", "gamma_rho", "gamma_rho_table", "null_draws", "null_draws_with_tilt", "null_range", "one_layer_tilt", "own_direction_test", "prompt_states", "random_directions", "random_null", "random_subspaces", "range_position", "shared_convergence", "simplified_states", "step_alignment", "token_alignments"]
+__all__ = ["CrossLayerMaps", "EigenBases", "ForeignDirectionTest", "NullRange", "OwnDirectionTest", "TiltTest", "TokenStates", "baseline_subspace", "basis_dims", "chance_levels", "cross_layer", "cross_layer_maps", "diagonal_wins", "eigen_bases", "fitted_rate_interval", "fixed_direction_profile", "foreign_direction_test", "gamma_rho", "null_draws", "null_draws_with_tilt", "null_range", "one_layer_tilt", "own_direction_test", "prompt_states", "random_directions", "random_null", "random_subspaces", "range_position", "shared_convergence", "simplified_states", "step_alignment", "token_alignments"]
 
 
 # -- baselines ---------------------------------------------------------------------------------------
@@ -804,58 +804,6 @@ def shared_convergence(
                 per_prompt, counts, fit, n_boot=n_boot, seed=seed)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
-
-
-# -- summaries for tables and text -------------------------------------------------------------------
-def _fmt_p(p: float) -> str:
-    """A p- or q-value for a table: three decimals, or "<0.001"."""
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-GAMMA_RHO_FORMAT: dict[str, str] = {"γₜ": "{:.4f}", "chance c(d, k)": "{:.4f}", "γₜ / chance": "{:.2f}",
-                                     "Δγₜ": "{:.4f}", "ρₜ": "{:.3f}"}
-"""How the page shows the numeric columns of :func:`gamma_rho_table` (a ``Styler.format`` dict): one precision per
-quantity, the same as its interval's text (γ_t / chance two decimals, ρ_t three)."""
-
-
-def gamma_rho_table(results: pd.DataFrame, *, null: bool = True) -> pd.DataFrame:
-    """γ_t and ρ_t against their chance level and their own null: one display row per ``(variant, layer)``.
-
-    Args:
-        results: rows of :func:`gamma_rho` with a ``variant`` column and the test columns of
-            :func:`random_null` merged in (``gamma_null_lo`` … ``q_rho``), as
-            :func:`lib.chapters.real_models.layer_varying` returns them.
-        null: ``False`` for rows without a null test (plain :func:`gamma_rho` rows plus ``variant``): the
-            null and ``q`` columns are left out and ``tokens`` is added.
-
-    Returns:
-        Columns ``variant``, ``layer``, ``k``, ``γₜ``, ``chance c(d, k)``, ``γₜ / chance`` and its
-        ``95% CI`` (text), ``null 95% range of γₜ / chance`` (text), ``q(γₜ)``, ``Δγₜ`` (``tilt``; with its
-        ``null 95% range of Δγₜ`` and ``q(Δγₜ)`` where ``results`` carry the tilt's test), ``ρₜ`` and its ``95% CI`` (text), ``null 95% range of ρₜ`` (text) and ``q(ρₜ)`` (BH-adjusted
-        p-values across layers, text), in the row order of ``results``. Formats: :data:`GAMMA_RHO_FORMAT`.
-    """
-    t = results
-    table = pd.DataFrame({
-        "variant": t.variant, "layer": t.layer, "k": t.k,
-        "γₜ": t.gamma, "chance c(d, k)": t.chance, "γₜ / chance": t.gamma_ratio,
-        "γₜ / chance 95% CI": [f"[{a:.2f}, {b:.2f}]" for a, b in zip(t.gamma_ratio_lo, t.gamma_ratio_hi)],
-    })
-    if null:
-        table["null 95% range of γₜ / chance"] = [
-            f"[{a:.2f}, {b:.2f}]" for a, b in zip(t.gamma_ratio_null_lo, t.gamma_ratio_null_hi)]
-        table["q(γₜ)"] = [_fmt_p(x) for x in t.q_gamma]
-    table["Δγₜ"] = t.tilt.to_numpy()
-    if null and "q_tilt" in t:
-        table["null 95% range of Δγₜ"] = [f"[{a:+.4f}, {b:+.4f}]" for a, b in zip(t.tilt_null_lo, t.tilt_null_hi)]
-        table["q(Δγₜ)"] = [_fmt_p(x) for x in t.q_tilt]
-    table["ρₜ"] = t.rho.to_numpy()
-    table["ρₜ 95% CI"] = [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_lo, t.rho_hi)]
-    if null:
-        table["null 95% range of ρₜ"] = [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_null_lo, t.rho_null_hi)]
-        table["q(ρₜ)"] = [_fmt_p(x) for x in t.q_rho]
-    else:
-        table["tokens"] = t.tokens.to_numpy()
-    return table
 
 
 @dataclass(frozen=True)
