@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lib import stats
+from lib.chapters import real_models as rm
 from lib.linalg import spectra
 from lib.methods import alignment as als
 from lib.page import real_models as rp
@@ -352,7 +353,7 @@ def test_fixed_direction_profile_on_isotropic_states_and_hand_build_up():
     ts = _isotropic(seed=3, P=25, n=10, T=3, d=20)
     B = np.zeros((20, 2))
     B[:, :2] = _orthonormal(np.random.default_rng(0), 20, 2)
-    prof = als.fixed_direction_profile(ts, B, m=300, n_boot=200, seed=1)
+    prof = rm.fixed_direction_profile(ts, B, m=300, n_boot=200, seed=1)
     assert prof.step.tolist() == [0, 1, 2, 3] and prof.k.tolist() == [2] * 4
     np.testing.assert_allclose(prof.chance, als.baseline_subspace(20, 2))
     np.testing.assert_allclose(prof.ratio, 1.0, atol=0.08)
@@ -367,7 +368,7 @@ def test_fixed_direction_profile_on_isotropic_states_and_hand_build_up():
     X0 = rng.standard_normal((30, 8, 20))
     drift = np.stack([X0 + 0.4 * t * np.sqrt(20) * B[:, 0] for t in range(4)], axis=1)  # (P, T+1, n, d)
     ts_up = als.TokenStates.from_trajectories(list(drift))
-    up = als.fixed_direction_profile(ts_up, B, m=300, n_boot=200, seed=1)
+    up = rm.fixed_direction_profile(ts_up, B, m=300, n_boot=200, seed=1)
     assert up.build_up_lo[0] > 0 and up.p_build_up[0] == pytest.approx(1 / 301)
 
 
@@ -392,7 +393,7 @@ def test_shared_convergence_follows_the_gap_rate():
     x0 = [torch.as_tensor(rng.standard_normal((4, d))) for _ in range(3)]
     trajs = [dynamics.simulate(w, x, 60, attention="uniform").numpy() for x in x0]
     eb = als.eigen_bases(F)
-    df = als.shared_convergence(als.TokenStates.from_trajectories(trajs), eb, anchor=10)
+    df = rm.shared_convergence(als.TokenStates.from_trajectories(trajs), eb, anchor=10)
     v1 = df[df.target == "v₁"].set_index("step")
     assert v1.rate.iloc[0] == pytest.approx(0.8, rel=1e-8)
     assert v1.chance.iloc[0] == als.baseline_subspace(d, 1)  # each target's own chance level
@@ -402,7 +403,7 @@ def test_shared_convergence_follows_the_gap_rate():
     ratio = (v1.distance[40] / v1.distance[20]) ** (1 / 20)
     assert ratio == pytest.approx(0.8, rel=0.02)
     with pytest.raises(ValueError, match="one shared layer"):
-        als.shared_convergence(als.TokenStates.from_trajectories(trajs), als.eigen_bases(np.stack([F, F])))
+        rm.shared_convergence(als.TokenStates.from_trajectories(trajs), als.eigen_bases(np.stack([F, F])))
 
 
 # -- summaries for tables and text ------------------------------------------------------------------
@@ -450,17 +451,17 @@ def test_gamma_rho_table_without_a_null_keeps_the_estimates_and_adds_the_token_c
 
 
 def test_null_range_diagonal_wins_and_range_position():
-    nr = als.null_range(_hand_results())
+    nr = rm.null_range(_hand_results())
     assert (nr.rho_lo, nr.rho_hi, nr.gamma_ratio_lo, nr.gamma_ratio_hi) == (0.4, 0.63, 0.5, 1.8)
     m = np.array([[3.0, 1.0, 2.0], [5.0, 4.0, 0.0], [1.0, 1.0, 1.0]])  # rows 0 and 2 (a tie counts) win
     assert als.diagonal_wins(m) == 2
     assert als.diagonal_wins(m.T) == 1  # rows [3, 5, 1], [1, 4, 1], [2, 0, 1]: only the middle one wins
     with pytest.raises(ValueError, match="square"):
         als.diagonal_wins(np.ones((2, 3)))
-    assert [als.range_position(x, [0.2, 0.5, 0.3]) for x in (0.6, 0.5, 0.25, 0.2, 0.1)] == [
+    assert [rm.range_position(x, [0.2, 0.5, 0.3]) for x in (0.6, 0.5, 0.25, 0.2, 0.1)] == [
         "above", "within", "within", "within", "below"]
     with pytest.raises(ValueError, match="empty"):
-        als.range_position(1.0, [])
+        rm.range_position(1.0, [])
 
 
 def test_fitted_rate_interval_against_a_loop_over_resamples():
@@ -473,7 +474,7 @@ def test_fitted_rate_interval_against_a_loop_over_resamples():
     counts = rng.integers(1, 5, P).astype(float)
     sums = counts * (rng.uniform(0.5, 2.0, P) * rates ** np.arange(T + 1)[:, None])  # (T+1, P)
     fit, n_boot = (10, 30), 50
-    est, lo, hi = als.fitted_rate_interval(sums, counts, fit, n_boot=n_boot, seed=0)
+    est, lo, hi = rm.fitted_rate_interval(sums, counts, fit, n_boot=n_boot, seed=0)
     assert est == pytest.approx(fitted_ratio((sums.sum(1) / counts.sum())[: fit[1] + 1], start=fit[0], floor=1e-9))
     draws = np.random.default_rng(0).integers(0, P, (n_boot, P))
     boot = []
@@ -486,10 +487,10 @@ def test_fitted_rate_interval_against_a_loop_over_resamples():
 
 def test_fitted_rate_interval_is_exact_for_a_common_rate():
     sums = np.outer(0.7 ** np.arange(31), [1.0, 3.0, 2.0])
-    est, lo, hi = als.fitted_rate_interval(sums, np.ones(3), (5, 25), n_boot=20)
+    est, lo, hi = rm.fitted_rate_interval(sums, np.ones(3), (5, 25), n_boot=20)
     assert est == pytest.approx(0.7) and lo == pytest.approx(0.7) and hi == pytest.approx(0.7)
     with pytest.raises(ValueError, match="two distances"):
-        als.fitted_rate_interval(np.zeros((31, 3)), np.ones(3), (5, 25))
+        rm.fitted_rate_interval(np.zeros((31, 3)), np.ones(3), (5, 25))
 
 
 # -- issue #25 §6: the tilt against its own null, the own-direction and twin-direction nulls, equivalence -------
@@ -600,12 +601,12 @@ def test_fixed_direction_profile_equivalence_needs_power():
     level), with four one-token prompts it cannot (p_equivalent > 0.05) although the build-up does not beat
     its null either: the case the verdict before #25 read as "no build-up"."""
     B = _orthonormal(np.random.default_rng(0), 20, 1)
-    many = als.fixed_direction_profile(_isotropic(seed=3, P=200, n=10, T=3, d=20), B, m=300, n_boot=400, seed=1)
+    many = rm.fixed_direction_profile(_isotropic(seed=3, P=200, n=10, T=3, d=20), B, m=300, n_boot=400, seed=1)
     assert many.p_build_up[0] > 0.05 and many.p_equivalent[0] < 0.05
     assert many.margin[0] == pytest.approx(0.5 * als.baseline_subspace(20, 1))
     assert many.excess[0] == pytest.approx(many.build_up[0] - many.build_up_null_mid[0])
     assert many.excess_lo[0] < many.excess[0] < many.excess_hi[0]
-    few = als.fixed_direction_profile(_isotropic(seed=3, P=4, n=1, T=3, d=20), B, m=300, n_boot=400, seed=1)
+    few = rm.fixed_direction_profile(_isotropic(seed=3, P=4, n=1, T=3, d=20), B, m=300, n_boot=400, seed=1)
     assert few.p_build_up[0] > 0.05 and few.p_equivalent[0] > 0.05
 
 

@@ -153,7 +153,7 @@ def test_shared_layer_runs_iterate_each_layer_of_each_model(tiny_pair):
     assert [(r.series, r.layer) for r in runs] == [("trained", 1), ("trained", 2), ("random init, seed 3", 1),
                                                    ("random init, seed 3", 2)]
     ts = als.simplified_states(twin.layer(1).attention, x0, steps=12, special=S)
-    ref = als.shared_convergence(ts.select("content"), als.eigen_bases(twin.layer_matrices()).layer(1), anchor=4,
+    ref = rm.shared_convergence(ts.select("content"), als.eigen_bases(twin.layer_matrices()).layer(1), anchor=4,
                                  fit=(4, 10))
     pd.testing.assert_frame_equal(runs[3].convergence, ref)
     frame = rm.shared_runs_frame(runs)
@@ -183,7 +183,7 @@ def test_analyse_overview_special_tokens_and_depth_profiles(tiny_pair):
     profiles = rm.depth_profiles([tr, tw], m=10)
     assert profiles.variant.unique().tolist() == [f"{w} · {s}" for w in ("trained", "random init s3")
                                                   for s in rm.TRAJECTORIES]
-    one = als.fixed_direction_profile(tw.states["real forward pass"].select("content"), tw.bases.v1[-1], m=10)
+    one = rm.fixed_direction_profile(tw.states["real forward pass"].select("content"), tw.bases.v1[-1], m=10)
     got = profiles[profiles.variant == "random init s3 · real forward pass"].drop(columns=["variant", "who", "source"])
     pd.testing.assert_frame_equal(got.reset_index(drop=True), one)
 

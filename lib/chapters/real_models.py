@@ -42,8 +42,19 @@ import torch
 from lib.config import REAL_MODELS_ENV
 from lib.errors import RealModelRunError
 from lib.linalg import spectra
+from lib.linalg.power import distance_to_subspace
 from lib.methods import alignment as als
-from lib.methods.alignment import EigenBases, TokenStates, prompt_states, simplified_states
+from lib.methods.alignment import (
+    EigenBases,
+    TokenStates,
+    baseline_subspace,
+    basis_dims,
+    prompt_states,
+    prompt_sums,
+    random_subspaces,
+    simplified_states,
+    step_alignment,
+)
 from lib.methods.layer_spectra import summary_table
 from lib.models import load_model
 from lib.models.paper import (
@@ -52,48 +63,12 @@ from lib.models.paper import (
     random_albert,
 )
 from lib.models.twins import series_label
+from lib.stats import bootstrap_draws, bootstrap_ratio, empirical_p, equivalence_test
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
-__all__ = [
-    "ALPHA",
-    "DIRECTION_STATISTICS",
-    "DirectionTests",
-    "build_up_status",
-    "build_up_verdict",
-    "combine_verdicts",
-    "direction_tests",
-    "direction_verdict",
-    "FDR",
-    "NULL_TEST_COLUMNS",
-    "TRAJECTORIES",
-    "AlbertSpectra",
-    "Analysis",
-    "LayerRange",
-    "LayerVarying",
-    "PaperModelRun",
-    "SharedRun",
-    "TwinComparison",
-    "analyse",
-    "compare_to_twins",
-    "depth_profiles",
-    "eigen_bases_table",
-    "eigvals_table",
-    "is_shared",
-    "layer_range",
-    "layer_varying",
-    "random_albert_spectra",
-    "run_paper_model",
-    "select_source",
-    "series_label",
-    "shared_layer_runs",
-    "shared_runs_frame",
-    "special_token_results",
-    "summary_from_eigvals",
-    "twin_verdict",
-    "unique_layer_matrices",
-]
+__all__ = ["ALPHA", "AlbertSpectra", "Analysis", "DIRECTION_STATISTICS", "DirectionTests", "FDR", "LayerRange", "LayerVarying", "NULL_TEST_COLUMNS", "NullRange", "PaperModelRun", "SharedRun", "TRAJECTORIES", "TwinComparison", "analyse", "build_up_status", "build_up_verdict", "combine_verdicts", "compare_to_twins", "depth_profiles", "direction_tests", "direction_verdict", "eigen_bases_table", "eigvals_table", "fitted_rate_interval", "fixed_direction_profile", "is_shared", "layer_range", "layer_varying", "null_range", "random_albert_spectra", "range_position", "run_paper_model", "select_source", "series_label", "shared_convergence", "shared_layer_runs", "shared_runs_frame", "special_token_results", "summary_from_eigvals", "twin_verdict", "unique_layer_matrices"]
 
 # -- spectra ------------------------------------------------------------------------------------------
 def is_shared(model: SpectralModel) -> bool:
@@ -259,7 +234,7 @@ class TwinComparison:
         source: the trajectory source (one of :data:`TRAJECTORIES`).
         trained_gamma: mean over layers of ``γ_t / c_{d,k_t}``; twin_gamma: the same per twin.
         gamma_where: ``"above"``, ``"within"`` or ``"below"`` the twins' range
-            (:func:`lib.methods.alignment.range_position`).
+            (:func:`range_position`).
         trained_rho, twin_rho, rho_where: the same for the mean ``ρ_t``.
         gamma_layers_above, rho_layers_above: layers whose trained value lies above all the twins' values
             *of the same layer* (with three twins, chance alone puts a layer there one time in four).
@@ -306,7 +281,7 @@ def compare_to_twins(trained: pd.DataFrame, twins: Sequence[pd.DataFrame], sourc
     tw_g = tuple(float(t.gamma_ratio.mean()) for t in tws)
     tw_r = tuple(float(t.rho.mean()) for t in tws)
     return TwinComparison(
-        source, tr_g, tw_g, als.range_position(tr_g, tw_g), tr_r, tw_r, als.range_position(tr_r, tw_r),
+        source, tr_g, tw_g, range_position(tr_g, tw_g), tr_r, tw_r, range_position(tr_r, tw_r),
         gamma_layers_above=above("gamma_ratio"), rho_layers_above=above("rho"),
         trained_gamma_beat=beat(tr, "q_gamma"), twin_gamma_beat=tuple(beat(t, "q_gamma") for t in tws),
         trained_rho_beat=beat(tr, "q_rho"), twin_rho_beat=tuple(beat(t, "q_rho") for t in tws),
@@ -359,7 +334,7 @@ class SharedRun:
 
     Attributes:
         series: :func:`series_label` of the model. label: the model's label. layer: the layer, 1-based.
-        convergence: its :func:`lib.methods.alignment.shared_convergence` rows (with the fitted rates).
+        convergence: its :func:`shared_convergence` rows (with the fitted rates).
     """
 
     series: str
@@ -377,7 +352,7 @@ def shared_layer_runs(
     Every run starts from the same token states ``x0`` (one ``(n_p, d)`` array per prompt, e.g. the trained
     model's embeddings) with the special-token masks ``special``, and measures the convergence of the content
     tokens to the layer's principal direction (or plane) and to ``span{v₁, v₂}``
-    (:func:`lib.methods.alignment.shared_convergence`, constant fitted at step ``anchor``, rates fitted over
+    (:func:`shared_convergence`, constant fitted at step ``anchor``, rates fitted over
     ``fit``). ``bases[i]`` may hold the :class:`EigenBases` of model ``i`` (else they are computed).
     """
     runs = []
@@ -385,7 +360,7 @@ def shared_layer_runs(
         eb = bases[i] if bases is not None and bases[i] is not None else als.eigen_bases(model.layer_matrices())
         for t in layers:
             ts = simplified_states(model.layer(t).attention, x0, steps=steps, special=special)
-            conv = als.shared_convergence(ts.select("content"), eb.layer(t), anchor=anchor, fit=fit)
+            conv = shared_convergence(ts.select("content"), eb.layer(t), anchor=anchor, fit=fit)
             runs.append(SharedRun(series_label(model), model.label, t + 1, conv))
     return runs
 
@@ -436,12 +411,12 @@ def special_token_results(analysis: Analysis, seed: int = 0) -> pd.DataFrame:
 
 def depth_profiles(analyses: Sequence[Analysis], *, m: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Section 3.3's build-up test for each model and source: the content tokens' alignment at every depth with
-    the model's *last* layer's principal direction (:func:`lib.methods.alignment.fixed_direction_profile`), with
+    the model's *last* layer's principal direction (:func:`fixed_direction_profile`), with
     ``variant`` (``"<who> · <source>"``), ``who`` and ``source`` columns."""
     profiles = []
     for a in analyses:
         for source, ts in a.states.items():
-            prof = als.fixed_direction_profile(ts.select("content"), a.bases.v1[-1], m=m, seed=seed)
+            prof = fixed_direction_profile(ts.select("content"), a.bases.v1[-1], m=m, seed=seed)
             profiles.append(prof.assign(variant=f"{a.who} · {source}", who=a.who, source=source))
     return pd.concat(profiles, ignore_index=True)
 
@@ -539,7 +514,7 @@ def combine_verdicts(verdicts: Sequence[str]) -> str:
 
 
 def build_up_status(row: Any) -> str:
-    """One build-up test (a row of :func:`lib.methods.alignment.fixed_direction_profile`): ``"builds up"`` (beats
+    """One build-up test (a row of :func:`fixed_direction_profile`): ``"builds up"`` (beats
     the random-subspace null, one-sided p < :data:`ALPHA`), ``"none"`` (equivalent to the null within its margin,
     TOST p < :data:`ALPHA`) or ``"inconclusive"`` (neither)."""
     if row.p_build_up < ALPHA:
@@ -586,7 +561,7 @@ class PaperModelRun:
         spectrum: :func:`eigen_bases_table` of every distinct layer.
         prompts: prompts used by the token experiment (0 if skipped). steps: steps of the shared
             iteration (0 for a layer-varying model).
-        convergence: shared model: :func:`lib.methods.alignment.shared_convergence` rows of the iterated
+        convergence: shared model: :func:`shared_convergence` rows of the iterated
             layer, else ``None``.
         layer_varying: layer-varying model: :func:`layer_varying`'s output, else ``None``.
         note: why the token experiment was skipped (no tokenizer), else ``None``.
@@ -611,7 +586,7 @@ def run_paper_model(
 
     Every distinct layer gets its eigen-bases (float64 LAPACK on CPU). Then, if the checkpoint has a
     tokenizer, a shared-weight model iterates its layer ``shared_steps`` times in the simplified model
-    from the embeddings of the first ``shared_prompts`` texts (:func:`lib.methods.alignment.shared_convergence`,
+    from the embeddings of the first ``shared_prompts`` texts (:func:`shared_convergence`,
     fit anchored at step ``anchor``), and a layer-varying one gets :func:`layer_varying` on all ``texts``.
 
     ``random_init=True`` loads the same configuration with fresh seeded weights (``seed``): the
@@ -661,9 +636,188 @@ def _analyse_paper_model(
     if run.shared:
         H, S = prompt_states(model, texts[:shared_prompts])
         ts = simplified_states(model.layer(0).attention, [h[0] for h in H], steps=shared_steps, special=S)
-        conv = als.shared_convergence(ts.select("content"), eb, anchor=anchor)
+        conv = shared_convergence(ts.select("content"), eb, anchor=anchor)
         return replace(run, prompts=len(H), steps=shared_steps, convergence=conv)
     H, S = prompt_states(model, texts)
     return replace(run, prompts=len(H), layer_varying=layer_varying(model, H, S, eb, seed=seed))
 
 
+def fixed_direction_profile(
+    ts: TokenStates, basis: np.ndarray, *, m: int = 1000, n_boot: int = 1000, seed: int = 0, ci: float = 0.95,
+    chunk: int = 100, margin_chance: float = 0.5,
+) -> pd.DataFrame:
+    """Alignment of the tokens at every depth with one *fixed* basis ``(d, k)``: does it build up with depth?
+
+    Per step ``t = 0..T``: the token-weighted mean ``a(x(t), B)`` with a bootstrap interval over prompts,
+    its chance level ``c_{d,k}``, the ratio, and the central ``ci`` range of the same mean against ``m``
+    uniformly random ``k``-dimensional subspaces (one set of draws shared by all steps). ``build_up`` is
+    the mean per-token change ``a(x(T−1), B) − a(x(0), B)`` from the input of the first layer to the
+    input of the last one, with its bootstrap interval over prompts (``build_up_lo`` / ``_hi``; the same
+    in every row). The last step is left out of ``build_up`` because a basis taken from the last layer
+    is tilted toward by that layer itself. The same change for each random subspace gives the null of
+    the build-up (anisotropic states drift with depth whatever the direction): its central ``ci`` range
+    ``build_up_null_lo`` / ``_hi`` and the one-sided p-value ``p_build_up`` (:func:`empirical_p`).
+    ``chunk`` random subspaces are projected at a time (float32, as in :func:`null_draws`).
+
+    An absence of build-up is tested, not assumed: the two one-sided tests of :func:`equivalence_test` ask
+    whether the build-up's excess over the null's median, ``build_up − median(null)``, lies within
+    ``±δ`` with ``δ = margin_chance · c_{d,k}`` (a margin in units of the chance level [ours]), judged by the
+    build-up's bootstrap draws over prompts.
+
+    Returns:
+        Columns ``step``, ``alignment``, ``lo``, ``hi``, ``k``, ``chance``, ``ratio``, ``ratio_lo``,
+        ``ratio_hi``, ``null_ratio_lo``, ``null_ratio_hi``, ``build_up``, ``build_up_lo``, ``build_up_hi``,
+        ``build_up_null_lo``, ``build_up_null_hi``, ``p_build_up``; the equivalence test's ``build_up_null_mid``
+        (the null's median), ``excess`` (build-up minus it), ``excess_lo`` / ``excess_hi`` (its 90% bootstrap
+        interval), ``margin`` (δ) and ``p_equivalent`` (TOST p: below 0.05 means "no build-up beyond the null,
+        within ±δ").
+    """
+    B = spectra.as_float64(basis)
+    k = int(basis_dims(B))
+    B = B[:, np.linalg.norm(B, axis=0) > 0.5]
+    chance = baseline_subspace(ts.d, k)
+    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
+    a = step_alignment(ts, B)  # (T+1, N)
+    est, lo, hi = bootstrap_ratio(prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
+    last = max(ts.steps - 1, 0)
+    bu_sums = prompt_sums(a[last] - a[0], ts.prompt, ts.n_prompts)
+    bu, bu_lo, bu_hi = bootstrap_ratio(bu_sums, counts, n_boot=n_boot, ci=ci, seed=seed)
+    bu_boot = bootstrap_draws(bu_sums, counts, n_boot=max(n_boot, 1), seed=seed)  # the same resamples
+    X = (ts.states / np.linalg.norm(ts.states, axis=-1, keepdims=True)).astype(np.float32)  # as in null_draws
+    rng = np.random.default_rng(seed)
+    null = np.empty((ts.steps + 1, m))
+    for j in range(0, m, chunk):
+        c = min(chunk, m - j)
+        Q = random_subspaces(ts.d, k, c, rng).transpose(1, 0, 2).reshape(ts.d, c * k).astype(np.float32)
+        P = (X @ Q).reshape(*X.shape[:2], c, k)
+        null[:, j : j + c] = np.sqrt(np.einsum("tnck,tnck->tnc", P, P)).mean(axis=1, dtype=np.float64)
+    q = (1 - ci) / 2
+    n_lo, n_hi = np.quantile(null, [q, 1 - q], axis=1)
+    null_bu = null[last] - null[0]  # the same change for each random subspace: (m,)
+    bu_null_lo, bu_null_hi = np.quantile(null_bu, [q, 1 - q])
+    mid = float(np.median(null_bu))
+    eq = equivalence_test(float(bu), bu_boot, mid, margin_chance * chance)
+    return pd.DataFrame({
+        "step": np.arange(ts.steps + 1), "alignment": est, "lo": lo, "hi": hi, "k": k, "chance": chance,
+        "ratio": est / chance, "ratio_lo": lo / chance, "ratio_hi": hi / chance,
+        "null_ratio_lo": n_lo / chance, "null_ratio_hi": n_hi / chance,
+        "build_up": float(bu), "build_up_lo": float(bu_lo), "build_up_hi": float(bu_hi),
+        "build_up_null_lo": bu_null_lo, "build_up_null_hi": bu_null_hi,
+        "p_build_up": float(empirical_p(np.array([bu]), null_bu[None])[0]),
+        "build_up_null_mid": mid, "excess": eq.difference, "excess_lo": eq.lo, "excess_hi": eq.hi,
+        "margin": eq.margin, "p_equivalent": eq.p,
+    })
+
+
+def fitted_rate_interval(
+    per_prompt: np.ndarray, counts: np.ndarray, fit: tuple[int, int], *, floor: float = 1e-9,
+    n_boot: int = 200, ci: float = 0.95, seed: int = 0,
+) -> tuple[float, float, float]:
+    """Fitted per-step rate of a mean distance curve and its percentile bootstrap interval over prompts.
+
+    The rate is ``exp`` of the least-squares slope of ``log e_t`` over steps ``fit[0]..fit[1]`` (points at or
+    below ``floor`` left out), as :func:`lib.linalg.power.fitted_ratio`, with ``e_t`` the token-weighted mean
+    distance; each bootstrap resample draws prompts with replacement and refits. Vectorised over resamples.
+
+    Args:
+        per_prompt: ``(T+1, P)`` per-prompt sums of the per-token distance.
+        counts: ``(P,)`` tokens per prompt.
+        fit: first and last step of the fit.
+
+    Returns:
+        ``(rate, lo, hi)``.
+    """
+    sums, counts = np.asarray(per_prompt, dtype=np.float64), np.asarray(counts, dtype=np.float64)
+    start, stop = fit
+    rng = np.random.default_rng(seed)
+    W = np.zeros((n_boot + 1, counts.size))
+    W[0] = 1.0  # the estimate itself, then the resamples
+    np.add.at(W, (np.arange(1, n_boot + 1)[:, None], rng.integers(0, counts.size, (n_boot, counts.size))), 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        e = (sums[start:stop + 1] @ W.T) / (W @ counts)  # (steps, n_boot + 1)
+    t = np.arange(start, start + e.shape[0], dtype=np.float64)[:, None]
+    keep = (e > floor) & np.isfinite(e)
+    y = np.where(keep, np.log(np.where(keep, e, 1.0)), 0.0)
+    n, st, sy = keep.sum(0), (keep * t).sum(0), y.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = (n * (keep * t * y).sum(0) - st * sy) / (n * (keep * t * t).sum(0) - st**2)
+    slope[n < 2] = np.nan
+    if np.isnan(slope[0]):
+        raise ValueError("need at least two distances above the floor in the fit window to fit a rate")
+    q = (1 - ci) / 2
+    lo, hi = np.nanquantile(np.exp(slope[1:]), [q, 1 - q]) if n_boot else (np.nan, np.nan)
+    return float(np.exp(slope[0])), float(lo), float(hi)
+
+
+def shared_convergence(
+    ts: TokenStates, eb: EigenBases, *, anchor: int = 20, n_boot: int = 200, seed: int = 0,
+    fit: tuple[int, int] | None = None,
+) -> pd.DataFrame:
+    """Distance of iterated tokens to the principal direction (or plane) and to ``span{v_1, v_2}``, per step.
+
+    For a shared layer (``eb`` of one layer), the power-method picture predicts that the sine of the
+    angle between a token and its target shrinks like ``C · r^t`` with ``r = gap_ratio`` (target
+    ``v_1``, or the plane of a complex pair) or ``r = subspace_ratio`` (target ``span{v_1, v_2}``)
+    [paper: rates set by the gap; form ours, chapter 2]. ``C`` is fitted at step ``anchor`` (after the tokens of
+    a prompt have had time to reach consensus), so only the *slope* is a prediction.
+
+    Returns:
+        Long format: ``step``, ``target``, ``alignment`` (mean ``a``) with bootstrap ``lo``/``hi`` over
+        prompts, ``distance`` (mean sine of the angle to the target, ``sqrt(1 − a²)``), ``predicted`` (``C r^t``),
+        ``rate`` (``r``) and ``chance`` (the chance level ``c_{d,k}`` of the target's dimension); with ``fit``
+        (first and last step), also ``fitted``, ``fitted_lo``, ``fitted_hi``: the rate fitted to ``distance``
+        and its bootstrap interval over prompts (:func:`fitted_rate_interval`).
+    """
+    if eb.n_layers != 1:
+        raise ValueError("shared_convergence needs the bases of one shared layer (use EigenBases.layer(t))")
+    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
+    steps = np.arange(ts.steps + 1)
+    frames = []
+    targets = (
+        ("plane of λ₁, λ̄₁" if eb.lambda1_complex[0] else "v₁", eb.v1[0], float(eb.gap_ratio[0]), int(eb.k1[0])),
+        ("span{v₁, v₂}", eb.v12[0], float(eb.subspace_ratio[0]), int(eb.k12[0])),
+    )
+    for name, B, rate, k in targets:
+        a = step_alignment(ts, B)  # (T+1, N)
+        dist = distance_to_subspace(ts.states, B)  # ‖(I − BBᵀ)x‖/‖x‖, no cancellation near 0
+        est, lo, hi = bootstrap_ratio(prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, seed=seed)
+        dmean = prompt_sums(dist, ts.prompt, ts.n_prompts).sum(-1) / counts.sum()
+        a_k = min(anchor, ts.steps)
+        frame = pd.DataFrame({
+            "step": steps, "target": name, "alignment": est, "lo": lo, "hi": hi, "distance": dmean,
+            "predicted": dmean[a_k] * rate ** (steps - a_k), "rate": rate, "chance": baseline_subspace(ts.d, k),
+        })
+        if fit is not None:
+            per_prompt = prompt_sums(dist, ts.prompt, ts.n_prompts)
+            frame["fitted"], frame["fitted_lo"], frame["fitted_hi"] = fitted_rate_interval(
+                per_prompt, counts, fit, n_boot=n_boot, seed=seed)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+@dataclass(frozen=True)
+class NullRange:
+    """Extremes of a :func:`random_null` table, over all its rows (layers and variants).
+
+    Attributes:
+        rho_lo, rho_hi: the lowest 2.5% and highest 97.5% point of the layers' ρ_t null distributions.
+        gamma_ratio_lo, gamma_ratio_hi: the same for γ_t / chance (1 for isotropic states).
+    """
+
+    rho_lo: float
+    rho_hi: float
+    gamma_ratio_lo: float
+    gamma_ratio_hi: float
+
+
+def null_range(null: pd.DataFrame) -> NullRange:
+    """:class:`NullRange` of the rows of :func:`random_null` (each row divided by its own chance level)."""
+    return NullRange(float(null.rho_null_lo.min()), float(null.rho_null_hi.max()),
+                     float(null.gamma_ratio_null_lo.min()), float(null.gamma_ratio_null_hi.max()))
+
+
+def range_position(x: float, xs: Sequence[float]) -> str:
+    """``"above"`` if ``x > max(xs)``, ``"below"`` if ``x < min(xs)``, else ``"within"`` (ends included)."""
+    if len(xs) == 0:
+        raise ValueError("xs is empty: need at least one value to compare with")
+    return "above" if x > max(xs) else ("below" if x < min(xs) else "within")

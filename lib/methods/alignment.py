@@ -44,15 +44,14 @@ import torch
 from scipy.special import gammaln
 
 from lib.linalg import spectra
-from lib.linalg.power import distance_to_subspace
 from lib.parallel import map_matrices
-from lib.stats import benjamini_hochberg, bootstrap_draws, bootstrap_ratio, empirical_p, equivalence_test
+from lib.stats import benjamini_hochberg, bootstrap_ratio, empirical_p
 from lib.theory import dynamics, toys
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
-__all__ = ["CrossLayerMaps", "EigenBases", "ForeignDirectionTest", "NullRange", "OwnDirectionTest", "TiltTest", "TokenStates", "baseline_subspace", "basis_dims", "chance_levels", "cross_layer", "cross_layer_maps", "diagonal_wins", "eigen_bases", "fitted_rate_interval", "fixed_direction_profile", "foreign_direction_test", "gamma_rho", "null_draws", "null_draws_with_tilt", "null_range", "one_layer_tilt", "own_direction_test", "prompt_states", "random_directions", "random_null", "random_subspaces", "range_position", "shared_convergence", "simplified_states", "step_alignment", "token_alignments"]
+__all__ = ["CrossLayerMaps", "EigenBases", "ForeignDirectionTest", "OwnDirectionTest", "TiltTest", "TokenStates", "baseline_subspace", "basis_dims", "chance_levels", "cross_layer", "cross_layer_maps", "diagonal_wins", "eigen_bases", "foreign_direction_test", "gamma_rho", "null_draws", "null_draws_with_tilt", "one_layer_tilt", "own_direction_test", "prompt_states", "random_directions", "random_null", "random_subspaces", "simplified_states", "step_alignment", "token_alignments"]
 
 
 # -- baselines ---------------------------------------------------------------------------------------
@@ -360,7 +359,7 @@ def step_alignment(ts: TokenStates, basis: np.ndarray) -> np.ndarray:
 
 
 # -- statistics over prompts -------------------------------------------------------------------------
-def _prompt_sums(values: np.ndarray, prompt: np.ndarray, n_prompts: int) -> np.ndarray:
+def prompt_sums(values: np.ndarray, prompt: np.ndarray, n_prompts: int) -> np.ndarray:
     """Sum ``values (..., N)`` per prompt: ``(..., P)`` (one matrix product, no Python loop)."""
     onehot = np.zeros((prompt.size, n_prompts))
     onehot[np.arange(prompt.size), prompt] = 1.0
@@ -398,7 +397,7 @@ def gamma_rho(
     per_token = {"gamma": a_out, "gamma_in": a_in, "tilt": a_out - a_in, "rho": (a_out > a_in).astype(np.float64)}
     out = {"layer": np.arange(1, ts.steps + 1)}
     for name, vals in per_token.items():
-        est, lo, hi = bootstrap_ratio(_prompt_sums(vals, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
+        est, lo, hi = bootstrap_ratio(prompt_sums(vals, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
         out.update({name: est, f"{name}_lo": lo, f"{name}_hi": hi})
     out.update({"k": k.copy(), "chance": chance})
     for suffix in ("", "_lo", "_hi"):
@@ -653,180 +652,6 @@ def foreign_direction_test(observed: np.ndarray, foreign: np.ndarray, *, n_draw:
     return ForeignDirectionTest(obs, f.min(axis=1), f.max(axis=1), empirical_p(obs, f), float(p), S, n_draw)
 
 
-def fixed_direction_profile(
-    ts: TokenStates, basis: np.ndarray, *, m: int = 1000, n_boot: int = 1000, seed: int = 0, ci: float = 0.95,
-    chunk: int = 100, margin_chance: float = 0.5,
-) -> pd.DataFrame:
-    """Alignment of the tokens at every depth with one *fixed* basis ``(d, k)``: does it build up with depth?
-
-    Per step ``t = 0..T``: the token-weighted mean ``a(x(t), B)`` with a bootstrap interval over prompts,
-    its chance level ``c_{d,k}``, the ratio, and the central ``ci`` range of the same mean against ``m``
-    uniformly random ``k``-dimensional subspaces (one set of draws shared by all steps). ``build_up`` is
-    the mean per-token change ``a(x(T−1), B) − a(x(0), B)`` from the input of the first layer to the
-    input of the last one, with its bootstrap interval over prompts (``build_up_lo`` / ``_hi``; the same
-    in every row). The last step is left out of ``build_up`` because a basis taken from the last layer
-    is tilted toward by that layer itself. The same change for each random subspace gives the null of
-    the build-up (anisotropic states drift with depth whatever the direction): its central ``ci`` range
-    ``build_up_null_lo`` / ``_hi`` and the one-sided p-value ``p_build_up`` (:func:`empirical_p`).
-    ``chunk`` random subspaces are projected at a time (float32, as in :func:`null_draws`).
-
-    An absence of build-up is tested, not assumed: the two one-sided tests of :func:`equivalence_test` ask
-    whether the build-up's excess over the null's median, ``build_up − median(null)``, lies within
-    ``±δ`` with ``δ = margin_chance · c_{d,k}`` (a margin in units of the chance level [ours]), judged by the
-    build-up's bootstrap draws over prompts.
-
-    Returns:
-        Columns ``step``, ``alignment``, ``lo``, ``hi``, ``k``, ``chance``, ``ratio``, ``ratio_lo``,
-        ``ratio_hi``, ``null_ratio_lo``, ``null_ratio_hi``, ``build_up``, ``build_up_lo``, ``build_up_hi``,
-        ``build_up_null_lo``, ``build_up_null_hi``, ``p_build_up``; the equivalence test's ``build_up_null_mid``
-        (the null's median), ``excess`` (build-up minus it), ``excess_lo`` / ``excess_hi`` (its 90% bootstrap
-        interval), ``margin`` (δ) and ``p_equivalent`` (TOST p: below 0.05 means "no build-up beyond the null,
-        within ±δ").
-    """
-    B = spectra.as_float64(basis)
-    k = int(basis_dims(B))
-    B = B[:, np.linalg.norm(B, axis=0) > 0.5]
-    chance = baseline_subspace(ts.d, k)
-    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
-    a = step_alignment(ts, B)  # (T+1, N)
-    est, lo, hi = bootstrap_ratio(_prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
-    last = max(ts.steps - 1, 0)
-    bu_sums = _prompt_sums(a[last] - a[0], ts.prompt, ts.n_prompts)
-    bu, bu_lo, bu_hi = bootstrap_ratio(bu_sums, counts, n_boot=n_boot, ci=ci, seed=seed)
-    bu_boot = bootstrap_draws(bu_sums, counts, n_boot=max(n_boot, 1), seed=seed)  # the same resamples
-    X = (ts.states / np.linalg.norm(ts.states, axis=-1, keepdims=True)).astype(np.float32)  # as in null_draws
-    rng = np.random.default_rng(seed)
-    null = np.empty((ts.steps + 1, m))
-    for j in range(0, m, chunk):
-        c = min(chunk, m - j)
-        Q = random_subspaces(ts.d, k, c, rng).transpose(1, 0, 2).reshape(ts.d, c * k).astype(np.float32)
-        P = (X @ Q).reshape(*X.shape[:2], c, k)
-        null[:, j : j + c] = np.sqrt(np.einsum("tnck,tnck->tnc", P, P)).mean(axis=1, dtype=np.float64)
-    q = (1 - ci) / 2
-    n_lo, n_hi = np.quantile(null, [q, 1 - q], axis=1)
-    null_bu = null[last] - null[0]  # the same change for each random subspace: (m,)
-    bu_null_lo, bu_null_hi = np.quantile(null_bu, [q, 1 - q])
-    mid = float(np.median(null_bu))
-    eq = equivalence_test(float(bu), bu_boot, mid, margin_chance * chance)
-    return pd.DataFrame({
-        "step": np.arange(ts.steps + 1), "alignment": est, "lo": lo, "hi": hi, "k": k, "chance": chance,
-        "ratio": est / chance, "ratio_lo": lo / chance, "ratio_hi": hi / chance,
-        "null_ratio_lo": n_lo / chance, "null_ratio_hi": n_hi / chance,
-        "build_up": float(bu), "build_up_lo": float(bu_lo), "build_up_hi": float(bu_hi),
-        "build_up_null_lo": bu_null_lo, "build_up_null_hi": bu_null_hi,
-        "p_build_up": float(empirical_p(np.array([bu]), null_bu[None])[0]),
-        "build_up_null_mid": mid, "excess": eq.difference, "excess_lo": eq.lo, "excess_hi": eq.hi,
-        "margin": eq.margin, "p_equivalent": eq.p,
-    })
-
-
-def fitted_rate_interval(
-    per_prompt: np.ndarray, counts: np.ndarray, fit: tuple[int, int], *, floor: float = 1e-9,
-    n_boot: int = 200, ci: float = 0.95, seed: int = 0,
-) -> tuple[float, float, float]:
-    """Fitted per-step rate of a mean distance curve and its percentile bootstrap interval over prompts.
-
-    The rate is ``exp`` of the least-squares slope of ``log e_t`` over steps ``fit[0]..fit[1]`` (points at or
-    below ``floor`` left out), as :func:`lib.linalg.power.fitted_ratio`, with ``e_t`` the token-weighted mean
-    distance; each bootstrap resample draws prompts with replacement and refits. Vectorised over resamples.
-
-    Args:
-        per_prompt: ``(T+1, P)`` per-prompt sums of the per-token distance.
-        counts: ``(P,)`` tokens per prompt.
-        fit: first and last step of the fit.
-
-    Returns:
-        ``(rate, lo, hi)``.
-    """
-    sums, counts = np.asarray(per_prompt, dtype=np.float64), np.asarray(counts, dtype=np.float64)
-    start, stop = fit
-    rng = np.random.default_rng(seed)
-    W = np.zeros((n_boot + 1, counts.size))
-    W[0] = 1.0  # the estimate itself, then the resamples
-    np.add.at(W, (np.arange(1, n_boot + 1)[:, None], rng.integers(0, counts.size, (n_boot, counts.size))), 1.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        e = (sums[start:stop + 1] @ W.T) / (W @ counts)  # (steps, n_boot + 1)
-    t = np.arange(start, start + e.shape[0], dtype=np.float64)[:, None]
-    keep = (e > floor) & np.isfinite(e)
-    y = np.where(keep, np.log(np.where(keep, e, 1.0)), 0.0)
-    n, st, sy = keep.sum(0), (keep * t).sum(0), y.sum(0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        slope = (n * (keep * t * y).sum(0) - st * sy) / (n * (keep * t * t).sum(0) - st**2)
-    slope[n < 2] = np.nan
-    if np.isnan(slope[0]):
-        raise ValueError("need at least two distances above the floor in the fit window to fit a rate")
-    q = (1 - ci) / 2
-    lo, hi = np.nanquantile(np.exp(slope[1:]), [q, 1 - q]) if n_boot else (np.nan, np.nan)
-    return float(np.exp(slope[0])), float(lo), float(hi)
-
-
-def shared_convergence(
-    ts: TokenStates, eb: EigenBases, *, anchor: int = 20, n_boot: int = 200, seed: int = 0,
-    fit: tuple[int, int] | None = None,
-) -> pd.DataFrame:
-    """Distance of iterated tokens to the principal direction (or plane) and to ``span{v_1, v_2}``, per step.
-
-    For a shared layer (``eb`` of one layer), the power-method picture predicts that the sine of the
-    angle between a token and its target shrinks like ``C · r^t`` with ``r = gap_ratio`` (target
-    ``v_1``, or the plane of a complex pair) or ``r = subspace_ratio`` (target ``span{v_1, v_2}``)
-    [paper: rates set by the gap; form ours, chapter 2]. ``C`` is fitted at step ``anchor`` (after the tokens of
-    a prompt have had time to reach consensus), so only the *slope* is a prediction.
-
-    Returns:
-        Long format: ``step``, ``target``, ``alignment`` (mean ``a``) with bootstrap ``lo``/``hi`` over
-        prompts, ``distance`` (mean sine of the angle to the target, ``sqrt(1 − a²)``), ``predicted`` (``C r^t``),
-        ``rate`` (``r``) and ``chance`` (the chance level ``c_{d,k}`` of the target's dimension); with ``fit``
-        (first and last step), also ``fitted``, ``fitted_lo``, ``fitted_hi``: the rate fitted to ``distance``
-        and its bootstrap interval over prompts (:func:`fitted_rate_interval`).
-    """
-    if eb.n_layers != 1:
-        raise ValueError("shared_convergence needs the bases of one shared layer (use EigenBases.layer(t))")
-    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
-    steps = np.arange(ts.steps + 1)
-    frames = []
-    targets = (
-        ("plane of λ₁, λ̄₁" if eb.lambda1_complex[0] else "v₁", eb.v1[0], float(eb.gap_ratio[0]), int(eb.k1[0])),
-        ("span{v₁, v₂}", eb.v12[0], float(eb.subspace_ratio[0]), int(eb.k12[0])),
-    )
-    for name, B, rate, k in targets:
-        a = step_alignment(ts, B)  # (T+1, N)
-        dist = distance_to_subspace(ts.states, B)  # ‖(I − BBᵀ)x‖/‖x‖, no cancellation near 0
-        est, lo, hi = bootstrap_ratio(_prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, seed=seed)
-        dmean = _prompt_sums(dist, ts.prompt, ts.n_prompts).sum(-1) / counts.sum()
-        a_k = min(anchor, ts.steps)
-        frame = pd.DataFrame({
-            "step": steps, "target": name, "alignment": est, "lo": lo, "hi": hi, "distance": dmean,
-            "predicted": dmean[a_k] * rate ** (steps - a_k), "rate": rate, "chance": baseline_subspace(ts.d, k),
-        })
-        if fit is not None:
-            per_prompt = _prompt_sums(dist, ts.prompt, ts.n_prompts)
-            frame["fitted"], frame["fitted_lo"], frame["fitted_hi"] = fitted_rate_interval(
-                per_prompt, counts, fit, n_boot=n_boot, seed=seed)
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True)
-
-
-@dataclass(frozen=True)
-class NullRange:
-    """Extremes of a :func:`random_null` table, over all its rows (layers and variants).
-
-    Attributes:
-        rho_lo, rho_hi: the lowest 2.5% and highest 97.5% point of the layers' ρ_t null distributions.
-        gamma_ratio_lo, gamma_ratio_hi: the same for γ_t / chance (1 for isotropic states).
-    """
-
-    rho_lo: float
-    rho_hi: float
-    gamma_ratio_lo: float
-    gamma_ratio_hi: float
-
-
-def null_range(null: pd.DataFrame) -> NullRange:
-    """:class:`NullRange` of the rows of :func:`random_null` (each row divided by its own chance level)."""
-    return NullRange(float(null.rho_null_lo.min()), float(null.rho_null_hi.max()),
-                     float(null.gamma_ratio_null_lo.min()), float(null.gamma_ratio_null_hi.max()))
-
-
 def diagonal_wins(matrix: np.ndarray) -> int:
     """Rows ``t`` of a square ``(T, T)`` map (e.g. :func:`cross_layer`) whose diagonal entry is at least every
     other entry of the row: the layers for which their *own* direction gives the largest value."""
@@ -834,13 +659,6 @@ def diagonal_wins(matrix: np.ndarray) -> int:
     if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2:
         raise ValueError(f"need a square matrix with at least 2 rows, got shape {m.shape}")
     return int((np.diag(m) >= m.max(axis=1)).sum())  # "at least every other entry" = "the row's maximum"
-
-
-def range_position(x: float, xs: Sequence[float]) -> str:
-    """``"above"`` if ``x > max(xs)``, ``"below"`` if ``x < min(xs)``, else ``"within"`` (ends included)."""
-    if len(xs) == 0:
-        raise ValueError("xs is empty: need at least one value to compare with")
-    return "above" if x > max(xs) else ("below" if x < min(xs) else "within")
 
 
 # -- one layer's tilt on random tokens (chapter 1, section 1.2) ----------------------------------------------

@@ -30,10 +30,10 @@ from lib.chapters.real_models import (
     direction_verdict,
     layer_range,
     layers_where,
+    null_range,
     select_source,
 )
 from lib.linalg.power import fitted_ratio
-from lib.methods.alignment import null_range
 from lib.models.paper import PAPER_MODELS, estimate_seconds
 from lib.page.plotting import NULL_COLOR, model_color, model_kind, model_palette, titled
 
@@ -192,7 +192,7 @@ def depth_profile_chart(
 ) -> alt.TopLevelMixin:
     """Alignment with one fixed basis against depth, over chance, one panel per trajectory source: each model's
     mean with its bootstrap interval on the grey band of random subspaces of the same dimension, and the chance
-    level (rows of :func:`lib.methods.alignment.fixed_direction_profile` plus ``variant``)."""
+    level (rows of :func:`lib.chapters.real_models.fixed_direction_profile` plus ``variant``)."""
     d = df.copy()
     d["series"], d["source"] = _split(d["variant"])
     order = list(dict.fromkeys(d["series"]))
@@ -216,7 +216,7 @@ def convergence_chart(
     ``span{v₁, v₂}``), one colour per series (trained blue, random init orange...), shared axes.
 
     Args:
-        df: rows of :func:`lib.methods.alignment.shared_convergence`, optionally with a ``series`` column
+        df: rows of :func:`lib.chapters.real_models.shared_convergence`, optionally with a ``series`` column
             (:func:`lib.chapters.real_models.shared_runs_frame`: several runs, e.g. trained and a random-init twin).
         series: the legend label of a ``df`` without a ``series`` column (default: ``"trained"`` or
             ``"random init"`` as ``model`` says, else ``model``).
@@ -370,7 +370,7 @@ def paper_models_table() -> pd.DataFrame:
 def shared_run_rows(
     conv: pd.DataFrame, *, label: str, layer: int, fit: tuple[int, int] = (20, 50), floor: float = 1e-9
 ) -> list[dict[str, Any]]:
-    """Summary of one shared-layer run: one row per target of :func:`lib.methods.alignment.shared_convergence`.
+    """Summary of one shared-layer run: one row per target of :func:`lib.chapters.real_models.shared_convergence`.
 
     Args:
         conv: the run's ``shared_convergence`` rows (steps ``0..T``; the principal target first).
@@ -586,7 +586,7 @@ def gamma_rho_glue(trained: Analysis, twins: Sequence[Analysis], source: str) ->
 
 def build_up_text(row: Any) -> str:
     """``"+0.0154 [+0.0113, +0.0199]"``: a profile's build-up with its bootstrap interval (a row of
-    :func:`lib.methods.alignment.fixed_direction_profile`)."""
+    :func:`lib.chapters.real_models.fixed_direction_profile`)."""
     return f"{row.build_up:+.4f} [{row.build_up_lo:+.4f}, {row.build_up_hi:+.4f}]"
 
 
