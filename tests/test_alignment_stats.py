@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from lib import stats
 from lib.chapters import real_models as rm
+from lib.chapters import real_models_directions as rd
 from lib.linalg import spectra
 from lib.methods import alignment as als
 from lib.page import real_models as rp
@@ -335,8 +336,8 @@ def test_cross_layer_relative_to_chance_normalises_each_column_by_its_basis():
     rng = np.random.default_rng(9)
     ts = als.TokenStates.from_trajectories(_random_trajs(rng, P=4, T=3, d=8))
     B = _mixed_bases(rng, 8, [1, 2, 3])
-    g, r = als.cross_layer(ts, B)
-    gn, rn = als.cross_layer(ts, B, relative_to_chance=True)
+    g, r = rd.cross_layer(ts, B)
+    gn, rn = rd.cross_layer(ts, B, relative_to_chance=True)
     chance = np.array([als.baseline_subspace(8, k) for k in (1, 2, 3)])
     np.testing.assert_allclose(gn, g / chance[None, :], rtol=1e-12)
     np.testing.assert_array_equal(rn, r)
@@ -344,8 +345,8 @@ def test_cross_layer_relative_to_chance_normalises_each_column_by_its_basis():
     # a plane beats a line on raw values but not on normalised ones (isotropic states)
     iso = _isotropic(seed=2, P=40, n=20, T=2, d=16)
     Bi = _mixed_bases(rng, 16, [1, 2])
-    graw, _ = als.cross_layer(iso, Bi)
-    gnorm, _ = als.cross_layer(iso, Bi, relative_to_chance=True)
+    graw, _ = rd.cross_layer(iso, Bi)
+    gnorm, _ = rd.cross_layer(iso, Bi, relative_to_chance=True)
     assert np.all(graw[:, 1] > 1.4 * graw[:, 0]) and np.all(np.abs(gnorm - 1) < 0.05)
 
 
@@ -378,7 +379,7 @@ def test_cross_layer_diagonal_equals_gamma_rho():
     ts = als.TokenStates.from_trajectories(trajs)
     F = rng.standard_normal((3, 8, 8))
     eb = als.eigen_bases(F)
-    g, r = als.cross_layer(ts, eb)
+    g, r = rd.cross_layer(ts, eb)
     df = als.gamma_rho(ts, eb, n_boot=0)
     np.testing.assert_allclose(np.diag(g), df.gamma, rtol=1e-12)
     np.testing.assert_allclose(np.diag(r), df.rho, rtol=1e-12)
@@ -454,10 +455,10 @@ def test_null_range_diagonal_wins_and_range_position():
     nr = rm.null_range(_hand_results())
     assert (nr.rho_lo, nr.rho_hi, nr.gamma_ratio_lo, nr.gamma_ratio_hi) == (0.4, 0.63, 0.5, 1.8)
     m = np.array([[3.0, 1.0, 2.0], [5.0, 4.0, 0.0], [1.0, 1.0, 1.0]])  # rows 0 and 2 (a tie counts) win
-    assert als.diagonal_wins(m) == 2
-    assert als.diagonal_wins(m.T) == 1  # rows [3, 5, 1], [1, 4, 1], [2, 0, 1]: only the middle one wins
+    assert rd.diagonal_wins(m) == 2
+    assert rd.diagonal_wins(m.T) == 1  # rows [3, 5, 1], [1, 4, 1], [2, 0, 1]: only the middle one wins
     with pytest.raises(ValueError, match="square"):
-        als.diagonal_wins(np.ones((2, 3)))
+        rd.diagonal_wins(np.ones((2, 3)))
     assert [rm.range_position(x, [0.2, 0.5, 0.3]) for x in (0.6, 0.5, 0.25, 0.2, 0.1)] == [
         "above", "within", "within", "within", "below"]
     with pytest.raises(ValueError, match="empty"):
@@ -529,11 +530,11 @@ def test_own_direction_test_cancels_row_and_column_effects():
     statistic the page quoted before #25, says 1 of 4), yet the permutation test finds it: p = 1/4! = 1/24."""
     rows, cols = np.array([0.0, 1.0, 2.0, 3.0]), np.array([0.0, 0.0, 0.0, 5.0])
     additive = rows[:, None] + cols[None, :]
-    t = als.own_direction_test(additive)
+    t = rd.own_direction_test(additive)
     assert (t.p, t.permutations, t.exact) == (1.0, 24, True) and t.excess == pytest.approx(0.0, abs=1e-12)
     bonus = additive + np.eye(4)
-    t = als.own_direction_test(bonus)
-    assert als.diagonal_wins(bonus) == 1 and t.wins == 1
+    t = rd.own_direction_test(bonus)
+    assert rd.diagonal_wins(bonus) == 1 and t.wins == 1
     assert t.p == pytest.approx(1 / 24) and t.excess == pytest.approx(1.0)
 
 
@@ -542,12 +543,12 @@ def test_own_direction_test_is_the_exact_permutation_share_and_monte_carlo_beyon
 
     m = np.random.default_rng(3).standard_normal((5, 5))
     sums = np.array([m[np.arange(5), list(p)].sum() for p in permutations(range(5))])
-    assert als.own_direction_test(m).p == pytest.approx((sums >= np.trace(m) - 1e-12).mean(), abs=1e-15)
+    assert rd.own_direction_test(m).p == pytest.approx((sums >= np.trace(m) - 1e-12).mean(), abs=1e-15)
     big = np.eye(9) * 10 + np.random.default_rng(4).standard_normal((9, 9)) * 0.1
-    t = als.own_direction_test(big, n_perm=999)
+    t = rd.own_direction_test(big, n_perm=999)
     assert not t.exact and t.permutations == 999 and t.p == pytest.approx(1 / 1000)
     with pytest.raises(ValueError, match="square"):
-        als.own_direction_test(np.ones((2, 3)))
+        rd.own_direction_test(np.ones((2, 3)))
 
 
 def test_foreign_direction_test_known_answers():
@@ -555,21 +556,21 @@ def test_foreign_direction_test_known_answers():
     its 1, probability 1/8 for three layers; per layer p = (1 + 1)/3. Own values above every foreign one: the
     smallest p-values, 1/(S + 1) per layer and 1/(n + 1) pooled."""
     f = np.array([[0.0, 1.0]] * 3)
-    t = als.foreign_direction_test(np.ones(3), f, n_draw=40_000, seed=1)
+    t = rd.foreign_direction_test(np.ones(3), f, n_draw=40_000, seed=1)
     assert t.p == pytest.approx(1 / 8, abs=0.01) and (t.directions, t.draws) == (2, 40_000)
     np.testing.assert_allclose(t.p_layer, 2 / 3)
     np.testing.assert_allclose(t.null_lo, 0.0) and np.testing.assert_allclose(t.null_hi, 1.0)
-    top = als.foreign_direction_test(np.full(3, 2.0), f, n_draw=999)
+    top = rd.foreign_direction_test(np.full(3, 2.0), f, n_draw=999)
     assert top.p == pytest.approx(1 / 1000) and np.allclose(top.p_layer, 1 / 3)
     with pytest.raises(ValueError, match="foreign"):
-        als.foreign_direction_test(np.ones(2), f)
+        rd.foreign_direction_test(np.ones(2), f)
 
 
 def test_cross_layer_maps_agree_with_gamma_rho_on_foreign_bases():
     rng = np.random.default_rng(8)
     ts = als.TokenStates.from_trajectories(_random_trajs(rng, P=4, T=3, d=8))
     foreign = _mixed_bases(rng, 8, [1, 2, 2, 1, 1])  # five bases of another "model"
-    maps = als.cross_layer_maps(ts, foreign)
+    maps = rd.cross_layer_maps(ts, foreign)
     assert maps.gamma.shape == maps.rho.shape == maps.tilt.shape == (3, 5)
     for s in range(5):
         df = als.gamma_rho(ts, np.broadcast_to(foreign[s], (3, 8, 2)).copy(), n_boot=0)

@@ -12,6 +12,7 @@ import pytest
 
 import lib
 from lib.chapters import real_models as rm
+from lib.chapters import real_models_directions as rd
 from lib.methods import alignment as als
 from lib.models import paper
 from lib.page import real_models as rp
@@ -210,11 +211,11 @@ def test_paper_models_table_and_offline_message():
 # -- issue #25 §6: the own-direction verdicts of LA7/LA8 and the equivalence verdict of LA9 ------------------------
 def _tests(who, beat, own_p, foreign_p=None):
     """A hand-made DirectionTests: the same layers and p-values for every statistic."""
-    own = als.OwnDirectionTest(0.1, own_p, 3, 720, True)
-    fore = None if foreign_p is None else als.ForeignDirectionTest(np.ones(6), np.zeros(6), np.zeros(6),
+    own = rd.OwnDirectionTest(0.1, own_p, 3, 720, True)
+    fore = None if foreign_p is None else rd.ForeignDirectionTest(np.ones(6), np.zeros(6), np.zeros(6),
                                                                    np.ones(6), foreign_p, 18, 20_000)
-    keys = rm.DIRECTION_STATISTICS
-    return rm.DirectionTests(who, who, {k: beat for k in keys}, {k: own for k in keys}, {k: fore for k in keys})
+    keys = rd.DIRECTION_STATISTICS
+    return rd.DirectionTests(who, who, {k: beat for k in keys}, {k: own for k in keys}, {k: fore for k in keys})
 
 
 @pytest.mark.parametrize("trained, twins, verdict", [
@@ -229,7 +230,7 @@ def _tests(who, beat, own_p, foreign_p=None):
     (_tests("trained", (1, 2), 0.001, 0.001), [_tests("t0", (1, 2, 3), 0.4)], "partly reproduced"),
 ])
 def test_direction_verdict(trained, twins, verdict):
-    assert rm.direction_verdict([trained, *twins], ("gamma", "tilt"), 6) == verdict
+    assert rd.direction_verdict([trained, *twins], ("gamma", "tilt"), 6) == verdict
 
 
 def test_direction_verdict_intersects_the_statistics():
@@ -266,14 +267,14 @@ def test_build_up_verdict_reads_no_evidence_as_inconclusive():
 def test_direction_tests_on_a_tiny_checkpoint(tiny_pair):
     trained, twin = tiny_pair
     tr, tw = rm.analyse(trained, TEXTS, n_null=20), rm.analyse(twin, TEXTS, n_null=20)
-    tests = rm.direction_tests(tr, [tw])
+    tests = rd.direction_tests(tr, [tw])
     assert [t.who for t in tests] == ["trained", "random init s3"]
     assert tests[1].foreign["gamma"] is None and tests[0].foreign["gamma"].directions == twin.n_layers
     sim = rm.select_source(tr.results, "simplified")
     np.testing.assert_allclose(tests[0].foreign["gamma"].observed, sim.gamma_ratio, rtol=1e-12)
     np.testing.assert_allclose(tests[0].foreign["tilt"].observed, sim.tilt / sim.chance, rtol=1e-10)
     table = rp.direction_table(tests)
-    assert len(table) == 2 * len(rm.DIRECTION_STATISTICS) and table["p, own vs twins' v₁"].iloc[-1] == "—"
+    assert len(table) == 2 * len(rd.DIRECTION_STATISTICS) and table["p, own vs twins' v₁"].iloc[-1] == "—"
 
 
 def test_direction_glue_reads_the_trained_model_and_counts_the_twins():

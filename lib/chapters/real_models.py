@@ -68,7 +68,7 @@ from lib.stats import bootstrap_draws, bootstrap_ratio, empirical_p, equivalence
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
-__all__ = ["ALPHA", "AlbertSpectra", "Analysis", "DIRECTION_STATISTICS", "DirectionTests", "FDR", "LayerRange", "LayerVarying", "NULL_TEST_COLUMNS", "NullRange", "PaperModelRun", "SharedRun", "TRAJECTORIES", "TwinComparison", "analyse", "build_up_status", "build_up_verdict", "combine_verdicts", "compare_to_twins", "depth_profiles", "direction_tests", "direction_verdict", "eigen_bases_table", "eigvals_table", "fitted_rate_interval", "fixed_direction_profile", "is_shared", "layer_range", "layer_varying", "null_range", "random_albert_spectra", "range_position", "run_paper_model", "select_source", "series_label", "shared_convergence", "shared_layer_runs", "shared_runs_frame", "special_token_results", "summary_from_eigvals", "twin_verdict", "unique_layer_matrices"]
+__all__ = ["ALPHA", "AlbertSpectra", "Analysis", "FDR", "LayerRange", "LayerVarying", "NULL_TEST_COLUMNS", "NullRange", "PaperModelRun", "SharedRun", "TRAJECTORIES", "TwinComparison", "analyse", "build_up_status", "build_up_verdict", "combine_verdicts", "compare_to_twins", "depth_profiles", "eigen_bases_table", "eigvals_table", "fitted_rate_interval", "fixed_direction_profile", "is_shared", "layer_range", "layer_varying", "null_range", "random_albert_spectra", "range_position", "run_paper_model", "select_source", "series_label", "shared_convergence", "shared_layer_runs", "shared_runs_frame", "special_token_results", "summary_from_eigvals", "twin_verdict", "unique_layer_matrices"]
 
 # -- spectra ------------------------------------------------------------------------------------------
 def is_shared(model: SpectralModel) -> bool:
@@ -421,82 +421,8 @@ def depth_profiles(analyses: Sequence[Analysis], *, m: int = 1000, seed: int = 0
     return pd.concat(profiles, ignore_index=True)
 
 
-# -- is it the layer's own direction? (LA7, LA8) [ours] ----------------------------------------------------------
-DIRECTION_STATISTICS: dict[str, str] = {"gamma": "γₜ / chance", "tilt": "Δγₜ / chance", "rho": "ρₜ"}
-"""The statistics of the own-direction tests, by results-column stem: γ_t and its tilt Δγ_t over the chance level of
-the basis they use, and ρ_t."""
-
 ALPHA = 0.05
 """The level of the model-wide tests (own direction against the other layers', against the twins' ``v₁``; TOST)."""
-
-
-@dataclass(frozen=True)
-class DirectionTests:
-    """One model's tests of "the tokens tilt toward their layer's *own* ``v_{1,t}``" (:func:`direction_tests`).
-
-    Attributes:
-        who: ``"trained"`` or ``"random init s<seed>"``. label: the model's label.
-        beat: per statistic (``"gamma"``, ``"tilt"``, ``"rho"``), the 1-based layers beating their own
-            random-subspace null at FDR 5% (:func:`lib.methods.alignment.random_null`).
-        own: per statistic, :func:`lib.methods.alignment.own_direction_test` of the model's cross-layer map.
-        foreign: per statistic, :func:`lib.methods.alignment.foreign_direction_test` against every layer's ``v₁`` of
-            every twin (the trained model only; ``None`` for a twin).
-    """
-
-    who: str
-    label: str
-    beat: dict[str, tuple[int, ...]]
-    own: dict[str, als.OwnDirectionTest]
-    foreign: dict[str, als.ForeignDirectionTest | None]
-
-    def held(self, keys: Sequence[str]) -> tuple[int, ...]:
-        """The layers where every statistic of ``keys`` beats its random-subspace null, if the model's own
-        directions also beat the other layers' (and, for the trained model, the twins') for each of them; else ``()``."""
-        specific = all(self.own[k].p < ALPHA and (self.foreign[k] is None or self.foreign[k].p < ALPHA) for k in keys)
-        layers = set.intersection(*(set(self.beat[k]) for k in keys))
-        return tuple(sorted(layers)) if specific else ()
-
-
-def direction_tests(trained: Analysis, twins: Sequence[Analysis], source: str = "simplified", *,
-                    seed: int = 0) -> list[DirectionTests]:
-    """:class:`DirectionTests` of the trained model (first) and of each twin, on the content tokens of ``source``.
-
-    Three nulls per statistic [ours]: random subspaces of each layer's dimension (layer by layer, the
-    :func:`layer_varying` results); the other layers' ``v₁`` (the cross-layer map, one permutation test per model:
-    anisotropic states can score high against *any* trained direction); and, for the trained model, every layer's
-    ``v₁`` of every twin (the same tokens against directions of the same architecture without training).
-    """
-    twin_v1 = np.concatenate([a.bases.v1 for a in twins]) if twins else None
-    out = []
-    for a in (trained, *twins):
-        ts = a.states[source].select("content")
-        maps = als.cross_layer_maps(ts, a.bases)
-        foreign = als.cross_layer_maps(ts, twin_v1) if a is trained and twin_v1 is not None else None
-        r = select_source(a.results, source)
-        beat = {k: layers_where(r, r[f"q_{k}"] < FDR) for k in DIRECTION_STATISTICS}
-        own = {k: als.own_direction_test(getattr(maps, k), seed=seed) for k in DIRECTION_STATISTICS}
-        fore = {k: None if foreign is None else
-                als.foreign_direction_test(np.diag(getattr(maps, k)), getattr(foreign, k), seed=seed)
-                for k in DIRECTION_STATISTICS}
-        out.append(DirectionTests(a.who, a.model.label, beat, own, fore))
-    return out
-
-
-def direction_verdict(tests: Sequence[DirectionTests], keys: Sequence[str], n_layers: int) -> str:
-    """A claim's verdict for one model from its :class:`DirectionTests` (the trained model first, then its twins).
-
-    A layer counts when every statistic of ``keys`` beats its random-subspace null and the model's own directions
-    beat the other layers' (and the twins') ``v₁`` (:meth:`DirectionTests.held`); the twins are judged by the
-    same rule on their own directions. "not reproduced" (no trained layer counts), "not specific to training" (a
-    twin has as many), else "reproduced" (every layer) or "partly reproduced".
-    """
-    trained, *twins = tests
-    n = len(trained.held(keys))
-    if n == 0:
-        return "not reproduced"
-    if twins and max(len(t.held(keys)) for t in twins) >= n:
-        return "not specific to training"
-    return "reproduced" if n == n_layers else "partly reproduced"
 
 
 def combine_verdicts(verdicts: Sequence[str]) -> str:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -51,7 +51,7 @@ from lib.theory import dynamics, toys
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
-__all__ = ["CrossLayerMaps", "EigenBases", "ForeignDirectionTest", "OwnDirectionTest", "TiltTest", "TokenStates", "baseline_subspace", "basis_dims", "chance_levels", "cross_layer", "cross_layer_maps", "diagonal_wins", "eigen_bases", "foreign_direction_test", "gamma_rho", "null_draws", "null_draws_with_tilt", "one_layer_tilt", "own_direction_test", "prompt_states", "random_directions", "random_null", "random_subspaces", "simplified_states", "step_alignment", "token_alignments"]
+__all__ = ["EigenBases", "TiltTest", "TokenStates", "baseline_subspace", "basis_dims", "chance_levels", "eigen_bases", "gamma_rho", "null_draws", "null_draws_with_tilt", "one_layer_tilt", "prompt_states", "random_directions", "random_null", "random_subspaces", "simplified_states", "step_alignment", "token_alignments"]
 
 
 # -- baselines ---------------------------------------------------------------------------------------
@@ -494,171 +494,6 @@ def random_null(
         p = empirical_p(obs[name].to_numpy(), draws)
         out.update({name: obs[name].to_numpy(), f"p_{name}": p, f"q_{name}": benjamini_hochberg(p)})
     return pd.DataFrame(out)
-
-
-def cross_layer(
-    ts: TokenStates, bases: np.ndarray | EigenBases, *, relative_to_chance: bool = False
-) -> tuple[np.ndarray, np.ndarray]:
-    """γ and ρ of layer ``t``'s input/output against the direction of *every* layer ``s``.
-
-    Args:
-        ts: token states ``(T+1, N, d)``.
-        bases: :class:`EigenBases` (its ``v1``) or ``(S, d, k)`` zero-padded bases.
-        relative_to_chance: divide column ``s`` of γ by the chance level ``c_{d, k_s}`` of the basis it
-            uses (a plane catches more than a line, so raw entries of different ``k_s`` do not compare).
-
-    Returns:
-        ``(gamma, rho)``, each ``(T, S)``: entry ``[t, s]`` uses ``B_s``. The diagonal is ``(γ_t, ρ_t)``
-        (or ``γ_t / c_{d,k_t}``); the off-diagonal entries are the "``v_1`` of another layer" null.
-    """
-    g_out, _, rho = _cross_means(ts, bases)
-    if relative_to_chance:
-        g_out = g_out / chance_levels(ts.d, basis_dims(bases))[None, :]
-    return g_out, rho
-
-
-def _cross_means(ts: TokenStates, bases: np.ndarray | EigenBases) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean output and input alignment and ρ of every layer ``t``'s tokens against every basis ``s``: ``(T, S)`` each."""
-    B = bases.v1 if isinstance(bases, EigenBases) else spectra.as_float64(bases)
-    X = ts.states
-    proj = np.linalg.norm(np.einsum("tnd,sdk->tsnk", X, B), axis=-1) / np.linalg.norm(X, axis=-1)[:, None, :]
-    a_in, a_out = proj[:-1], proj[1:]  # (T, S, N)
-    return a_out.mean(-1), a_in.mean(-1), (a_out > a_in).mean(-1)
-
-
-# -- is it the layer's *own* direction? cross-layer and twin-direction nulls [ours] --------------------------
-class CrossLayerMaps(NamedTuple):
-    """:func:`cross_layer_maps`: entry ``[t, s]`` is a statistic of the tokens crossing layer ``t`` against basis ``s``.
-
-    Attributes:
-        gamma: ``(T, S)`` γ over the chance level ``c_{d,k_s}`` of basis ``s``.
-        rho: ``(T, S)`` ρ (strict increase of the alignment across layer ``t``).
-        tilt: ``(T, S)`` Δγ = γ − γ^in over the same chance level.
-    """
-
-    gamma: np.ndarray
-    rho: np.ndarray
-    tilt: np.ndarray
-
-
-def cross_layer_maps(ts: TokenStates, bases: np.ndarray | EigenBases) -> CrossLayerMaps:
-    """γ / chance, ρ and Δγ / chance of every layer ``t``'s tokens against every basis ``s`` (one einsum).
-
-    ``bases`` is an :class:`EigenBases` (its ``v1``) or ``(S, d, k)`` zero-padded bases, which may come from
-    another model (a twin's ``v1``: the twin-direction null of :func:`foreign_direction_test`).
-    """
-    g_out, g_in, rho = _cross_means(ts, bases)
-    chance = chance_levels(ts.d, basis_dims(bases))[None, :]
-    return CrossLayerMaps(g_out / chance, rho, (g_out - g_in) / chance)
-
-
-class OwnDirectionTest(NamedTuple):
-    """:func:`own_direction_test`: does each layer's own direction beat the other layers' directions?
-
-    Attributes:
-        excess: mean of the diagonal of the map minus the mean of its off-diagonal entries.
-        p: one-sided permutation p-value of the diagonal's sum among all assignments of the ``T`` columns to
-            the ``T`` rows (exact when every permutation is enumerated, else ``(1 + #≥)/(n + 1)``).
-        wins: rows whose diagonal entry is the row's largest (:func:`diagonal_wins`).
-        permutations: how many permutations the p-value counts (``T!`` when exact).
-        exact: whether every permutation was enumerated.
-    """
-
-    excess: float
-    p: float
-    wins: int
-    permutations: int
-    exact: bool
-
-
-def own_direction_test(matrix: np.ndarray, *, n_perm: int = 20_000, seed: int = 0,
-                       max_exact: int = 8) -> OwnDirectionTest:
-    """Permutation test of "layer ``t``'s own direction beats the other layers' directions" on a ``(T, T)`` map.
-
-    ``matrix[t, s]`` is a statistic of the tokens crossing layer ``t`` against layer ``s``'s direction
-    (:func:`cross_layer_maps`). Under the null [ours] the direction a layer is paired with does not matter beyond
-    a row effect (how aligned layer ``t``'s tokens are with anything) and a column effect (how much any layer's
-    tokens catch direction ``s``: an anisotropic state's dominant direction scores high in every row). A
-    permutation uses every row and every column once, so both effects cancel from the sum ``Σ_t M[t, π(t)]``
-    and only a *diagonal* advantage can make the identity's sum large. p is the share of permutations whose sum
-    is at least the diagonal's (the identity counts as one of them, so ``p ≥ 1/T!``): all ``T!`` for
-    ``T ≤ max_exact``, else ``n_perm`` uniform random permutations (seed ``seed``).
-
-    Raises:
-        ValueError: the map is not square with at least 2 rows.
-    """
-    from itertools import permutations
-
-    m = np.asarray(matrix, dtype=np.float64)
-    if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2:
-        raise ValueError(f"need a square matrix with at least 2 rows, got shape {m.shape}")
-    T = m.shape[0]
-    rows = np.arange(T)
-    observed = np.trace(m)
-    tol = 1e-12 * max(1.0, float(np.abs(m).max()))  # a permutation that ties the diagonal counts against it
-    if T <= max_exact:
-        perms = np.array(list(permutations(range(T))))
-        ge = int((m[rows, perms].sum(axis=1) >= observed - tol).sum())
-        p, n, exact = ge / len(perms), len(perms), True
-    else:
-        perms = np.argsort(np.random.default_rng(seed).random((n_perm, T)), axis=1)
-        ge = int((m[rows, perms].sum(axis=1) >= observed - tol).sum())
-        p, n, exact = (1 + ge) / (n_perm + 1), n_perm, False
-    off = (m.sum() - observed) / (T * (T - 1))
-    return OwnDirectionTest(float(observed / T - off), float(p), diagonal_wins(m), n, exact)
-
-
-class ForeignDirectionTest(NamedTuple):
-    """:func:`foreign_direction_test`: each layer's own direction against directions from other models.
-
-    Attributes:
-        observed: ``(T,)`` the statistic against the layer's own direction.
-        null_lo, null_hi: ``(T,)`` the lowest and highest value against the foreign directions.
-        p_layer: ``(T,)`` per-layer empirical p, ``(1 + #{foreign ≥ own})/(S + 1)`` (``S`` foreign directions:
-            at best ``1/(S + 1)``).
-        p: one-sided p of the mean over layers, against means whose every layer takes one foreign direction
-            drawn at random (``n_draw`` Monte Carlo draws, ``(1 + #≥)/(n + 1)``).
-        directions: ``S``. draws: the Monte Carlo draws of the pooled test.
-    """
-
-    observed: np.ndarray
-    null_lo: np.ndarray
-    null_hi: np.ndarray
-    p_layer: np.ndarray
-    p: float
-    directions: int
-    draws: int
-
-
-def foreign_direction_test(observed: np.ndarray, foreign: np.ndarray, *, n_draw: int = 20_000,
-                           seed: int = 0) -> ForeignDirectionTest:
-    """Test each layer's statistic against the same statistic for ``S`` foreign directions, and the mean over layers.
-
-    ``observed[t]`` is a statistic of the tokens crossing layer ``t`` against its own direction, ``foreign[t, s]``
-    the same tokens against direction ``s`` of another model (e.g. every layer's ``v_1`` of every random-init twin,
-    :func:`cross_layer_maps` on the twins' bases: the twin-direction null [ours]). Each layer gets an empirical p
-    among its ``S`` values; with ``S`` small that p cannot go below ``1/(S + 1)``, so the pooled test asks whether
-    the mean over layers beats means in which every layer's own direction is replaced by a foreign one, drawn
-    independently per layer (the null: a layer's own direction is one more draw from the foreign ones).
-    """
-    obs = np.asarray(observed, dtype=np.float64)
-    f = np.asarray(foreign, dtype=np.float64)
-    if f.ndim != 2 or f.shape[0] != obs.size or f.shape[1] < 1:
-        raise ValueError(f"foreign must be (T, S) with T = {obs.size} and S >= 1, got shape {f.shape}")
-    T, S = f.shape
-    idx = np.random.default_rng(seed).integers(0, S, size=(n_draw, T))
-    means = f[np.arange(T), idx].mean(axis=1)
-    p = (1 + int((means >= obs.mean()).sum())) / (n_draw + 1)
-    return ForeignDirectionTest(obs, f.min(axis=1), f.max(axis=1), empirical_p(obs, f), float(p), S, n_draw)
-
-
-def diagonal_wins(matrix: np.ndarray) -> int:
-    """Rows ``t`` of a square ``(T, T)`` map (e.g. :func:`cross_layer`) whose diagonal entry is at least every
-    other entry of the row: the layers for which their *own* direction gives the largest value."""
-    m = np.asarray(matrix, dtype=np.float64)
-    if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2:
-        raise ValueError(f"need a square matrix with at least 2 rows, got shape {m.shape}")
-    return int((np.diag(m) >= m.max(axis=1)).sum())  # "at least every other entry" = "the row's maximum"
 
 
 # -- one layer's tilt on random tokens (chapter 1, section 1.2) ----------------------------------------------

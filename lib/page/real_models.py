@@ -22,23 +22,23 @@ import numpy as np
 import pandas as pd
 
 from lib.chapters.real_models import (
-    DIRECTION_STATISTICS,
     FDR,
     TRAJECTORIES,
     build_up_status,
     compare_to_twins,
-    direction_verdict,
     layer_range,
     layers_where,
     null_range,
     select_source,
 )
+from lib.chapters.real_models_directions import DIRECTION_STATISTICS, direction_verdict
 from lib.linalg.power import fitted_ratio
 from lib.models.paper import PAPER_MODELS, estimate_seconds
 from lib.page.plotting import NULL_COLOR, model_color, model_kind, model_palette, titled
 
 if TYPE_CHECKING:
-    from lib.chapters.real_models import Analysis, DirectionTests, LayerRange, SharedRun, TwinComparison
+    from lib.chapters.real_models import Analysis, LayerRange, SharedRun, TwinComparison
+    from lib.chapters.real_models_directions import DirectionTests
 
 __all__ = [
     "CHANCE_LABEL",
