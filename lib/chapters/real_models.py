@@ -1,32 +1,34 @@
-"""Real-model experiments (chapter 3): the paper's model list, the switch, safe loading, data collection.
+"""Chapter 3's analysis (``book/03_real_models.md``): real models and their random-init twins, section by section.
 
-* :data:`PAPER_MODELS` lists the checkpoints of the paper [paper: the families and the four ALBERT
-  sizes; v2, cased/uncased and the GPT sizes are ours: the paper does not name them; chapter 3, section 3.5].
-* :func:`selected_models` is the one switch: nothing unless ``SPECTRAL_BOOK_REAL_MODELS=1``
-  (:func:`lib.real_models_enabled`); then the paper's list, or the comma-separated ids in
-  ``SPECTRAL_BOOK_CH3_MODELS`` if that is set (to run a subset).
-* :func:`try_load` returns the model, or a message string that a page can print before moving on.
-* :func:`random_albert` builds a random-initialised ALBERT v2 of any of the four sizes offline (only a
-  ``config.json`` is written; no weights are downloaded): the architecture-only control.
-* :func:`prompt_states` and :func:`simplified_states` collect token trajectories as
-  :class:`lib.methods.alignment.TokenStates`, from the real forward pass or from the simplified
-  FFN-free layer of :mod:`lib.theory.dynamics` (a thin wrapper that batches prompts of equal length).
-* :func:`shared_run_rows` / :func:`shared_run_row`: the summary of iterating one shared layer
-  (predicted and fitted rates, alignment) and the lookup of one run's principal target.
-* :func:`layer_varying` computes γ_t / ρ_t with intervals, chance levels and each layer's own null test
-  (random subspaces of the layer's basis dimension, BH across layers) for the simplified model and the
-  real forward pass; :func:`layer_range`, :func:`overview_row` and
-  :func:`compare_to_twins` reduce its tables to the numbers a page reports (trained vs random init).
-* :func:`run_paper_model` runs the whole analysis of one of the paper's checkpoints and returns data,
-  or a message if the checkpoint cannot be loaded or analysed; with ``strict=True`` (chapter 3 with the
-  switch on: the publishing build) it raises :class:`lib.errors.RealModelRunError` instead.
-* :func:`estimate_seconds` / :func:`time_warning`: a calibrated estimate of the run time, and a warning
-  before a long CPU run.
-* Chapter 3 section by section: :func:`random_albert_spectra` (3.1), :func:`shared_layer_runs` and its
-  frame and table (3.2), :func:`analyse` (one model's γ_t / ρ_t with nulls), :func:`depth_profiles`,
-  :func:`special_token_results` (3.3), :func:`overview_table` (3.4), :func:`offline_message` (3.5); the
-  prose's numbers and words: :func:`gamma_rho_glue`, :func:`build_up_glue`, :func:`layer_list`,
-  :func:`beat_phrase`, :func:`twin_verdict`; one precision per quantity in its tables: :func:`table_formats`.
+What the chapter computes, as frames and verdicts; its charts, tables and the words of its prose are
+:mod:`lib.page.real_models`, the own-direction tests of LA7 and LA8 :mod:`lib.chapters.real_models_directions`,
+the paper's checkpoint list, the real-model switch and safe loading :mod:`lib.models.paper`, and the statistics
+chapters 1, 3 and 6 share (token states, eigen-bases, γ_t / ρ_t, their random-subspace nulls)
+:mod:`lib.methods.alignment`.
+
+* 3.1, spectra: :func:`is_shared` and :func:`unique_layer_matrices` (``(1, d, d)`` for a shared layer, else
+  ``(L, d, d)``), :func:`eigvals_table` / :func:`summary_from_eigvals` (one summary row per layer),
+  :func:`eigen_bases_table` and :func:`random_albert_spectra` (ALBERT v2 at random initialization, offline).
+* 3.2, one shared layer iterated: :func:`shared_convergence` (distance of the tokens to ``v₁`` or its plane and to
+  ``span{v₁, v₂}`` per step, against the power-method prediction ``C r^t``) with :func:`fitted_rate_interval`
+  (the fitted rate and its bootstrap interval over prompts); :func:`shared_layer_runs` runs them
+  (:class:`SharedRun`) and :func:`shared_runs_frame` stacks them for a chart.
+* 3.3, layer-varying models: :func:`layer_varying` computes γ_t / ρ_t with intervals, chance levels and each layer's
+  own null test (random subspaces of the layer's basis dimension, BH across layers, :data:`FDR`) for the two
+  trajectory sources of :data:`TRAJECTORIES` (the simplified model and the real forward pass); :func:`analyse`
+  wraps it per model (:class:`Analysis`), :func:`special_token_results` restricts it to ``[CLS]``/``[SEP]``;
+  :func:`layer_range`, :func:`null_range`, :func:`compare_to_twins` and :func:`range_position` reduce its tables
+  to the numbers a page reports (trained vs random init). The build-up toward one direction with depth (LA9):
+  :func:`fixed_direction_profile` (with its equivalence test) and :func:`depth_profiles`.
+* Verdict rules: :func:`twin_verdict`, :func:`build_up_status`, :func:`build_up_verdict` and
+  :func:`combine_verdicts` (level :data:`ALPHA`).
+* 3.5, the paper's checkpoints: :func:`run_paper_model` runs the whole analysis of one checkpoint and returns
+  :class:`PaperModelRun`, or a message if it cannot be loaded or analysed; with ``strict=True`` (chapter 3 with
+  the switch on: the publishing build) it raises :class:`lib.errors.RealModelRunError` instead.
+
+Conventions: token states are :class:`lib.methods.alignment.TokenStates` (``(T+1, N, d)`` float64, prompts
+concatenated along the token axis); layers are 1-based in every table; a result row's ``variant`` is
+``"<who> · <source>"`` with ``who`` ``"trained"`` or ``"random init s<seed>"``.
 """
 
 from __future__ import annotations
@@ -57,20 +59,57 @@ from lib.methods.alignment import (
 )
 from lib.methods.layer_spectra import summary_table
 from lib.models import load_model
-from lib.models.paper import (
-    MODEL_LIST_ENV,
-    load_failure_message,
-    random_albert,
-)
+from lib.models.paper import MODEL_LIST_ENV, load_failure_message, random_albert
 from lib.models.twins import series_label
 from lib.stats import bootstrap_draws, bootstrap_ratio, empirical_p, equivalence_test
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
-__all__ = ["ALPHA", "AlbertSpectra", "Analysis", "FDR", "LayerRange", "LayerVarying", "NULL_TEST_COLUMNS", "NullRange", "PaperModelRun", "SharedRun", "TRAJECTORIES", "TwinComparison", "analyse", "build_up_status", "build_up_verdict", "combine_verdicts", "compare_to_twins", "depth_profiles", "eigen_bases_table", "eigvals_table", "fitted_rate_interval", "fixed_direction_profile", "is_shared", "layer_range", "layer_varying", "null_range", "random_albert_spectra", "range_position", "run_paper_model", "select_source", "series_label", "shared_convergence", "shared_layer_runs", "shared_runs_frame", "special_token_results", "summary_from_eigvals", "twin_verdict", "unique_layer_matrices"]
+__all__ = [
+    "ALPHA",
+    "FDR",
+    "NULL_TEST_COLUMNS",
+    "TRAJECTORIES",
+    "AlbertSpectra",
+    "Analysis",
+    "LayerRange",
+    "LayerVarying",
+    "NullRange",
+    "PaperModelRun",
+    "SharedRun",
+    "TwinComparison",
+    "analyse",
+    "build_up_status",
+    "build_up_verdict",
+    "combine_verdicts",
+    "compare_to_twins",
+    "depth_profiles",
+    "eigen_bases_table",
+    "eigvals_table",
+    "fitted_rate_interval",
+    "fixed_direction_profile",
+    "is_shared",
+    "layer_range",
+    "layer_varying",
+    "layers_where",
+    "null_range",
+    "random_albert_spectra",
+    "range_position",
+    "run_paper_model",
+    "select_source",
+    "series_label",
+    "shared_convergence",
+    "shared_layer_runs",
+    "shared_runs_frame",
+    "special_token_results",
+    "summary_from_eigvals",
+    "twin_verdict",
+    "unique_layer_matrices",
+]
 
-# -- spectra ------------------------------------------------------------------------------------------
+
+# -- spectra (section 3.1) -----------------------------------------------------------------------------------
 def is_shared(model: SpectralModel) -> bool:
     """Whether every layer runs the same block (ALBERT v2: one shared layer)."""
     return len({id(b) for b in model.blocks}) == 1
@@ -109,10 +148,179 @@ def eigen_bases_table(eb: EigenBases, label: str) -> pd.DataFrame:
                          "gap ratio": eb.gap_ratio, "span{v1,v2} ratio": eb.subspace_ratio})
 
 
-# -- layer-varying models: γ_t and ρ_t --------------------------------------------------------------------
+class AlbertSpectra(NamedTuple):
+    """What :func:`random_albert_spectra` returns.
+
+    Attributes:
+        table: one :func:`summary_from_eigvals` row per size (``layer`` is ``"shared"``), in the order computed.
+        leading: labels of the sizes of which only the leading ``k`` eigenvalues were computed.
+        residual: the largest residual of those leading eigenpairs (:func:`lib.linalg.topk_eig.topk_eig`).
+    """
+
+    table: pd.DataFrame
+    leading: tuple[str, ...]
+    residual: float
+
+
+def random_albert_spectra(seed: int = 0, *, full: Sequence[str] = ("base", "large", "xlarge"),
+                          leading: Sequence[str] = ("xxlarge",), k: int = 4) -> AlbertSpectra:
+    """The shared layer's spectrum of ALBERT v2 at random initialization, one size after the other (offline).
+
+    The sizes in ``full`` get all their eigenvalues (float64 LAPACK, :func:`eigvals_table`); those in
+    ``leading`` (xxlarge, ``d = 4096``, whose full eig would dominate a CPU build) only the ``k`` leading ones
+    by the block Krylov–Schur solver of :func:`lib.linalg.topk_eig.topk_eig` (float64 Rayleigh–Ritz), which is enough
+    for the gap ratio (:func:`lib.methods.layer_spectra.summary_table`). Each model is freed before the next loads.
+    """
+    from lib.linalg.topk_eig import topk_eig
+
+    tables, labels, residual = [], [], 0.0
+    for size in full:
+        m = random_albert(size, seed=seed)
+        tables.append(eigvals_table(unique_layer_matrices(m), m.label)[1].assign(layer="shared"))
+        del m
+    for size in leading:
+        m = random_albert(size, seed=seed)
+        top = topk_eig(unique_layer_matrices(m), k)
+        tables.append(summary_from_eigvals(top.eigvals.numpy(), m.label, d=m.d_model).assign(layer="shared"))
+        labels.append(m.label)
+        residual = max(residual, float(top.residuals.max().item()))
+        del m
+    return AlbertSpectra(pd.concat(tables, ignore_index=True), tuple(labels), residual)
+
+
+# -- shared weights: iterating one layer (section 3.2) -------------------------------------------------------
+def fitted_rate_interval(
+    per_prompt: np.ndarray, counts: np.ndarray, fit: tuple[int, int], *, floor: float = 1e-9,
+    n_boot: int = 200, ci: float = 0.95, seed: int = 0,
+) -> tuple[float, float, float]:
+    """Fitted per-step rate of a mean distance curve and its percentile bootstrap interval over prompts.
+
+    The rate is ``exp`` of the least-squares slope of ``log e_t`` over steps ``fit[0]..fit[1]`` (points at or
+    below ``floor`` left out), as :func:`lib.linalg.power.fitted_ratio`, with ``e_t`` the token-weighted mean
+    distance; each bootstrap resample draws prompts with replacement and refits. Vectorised over resamples.
+
+    Args:
+        per_prompt: ``(T+1, P)`` per-prompt sums of the per-token distance.
+        counts: ``(P,)`` tokens per prompt.
+        fit: first and last step of the fit.
+
+    Returns:
+        ``(rate, lo, hi)``.
+    """
+    sums, counts = np.asarray(per_prompt, dtype=np.float64), np.asarray(counts, dtype=np.float64)
+    start, stop = fit
+    rng = np.random.default_rng(seed)
+    W = np.zeros((n_boot + 1, counts.size))
+    W[0] = 1.0  # the estimate itself, then the resamples
+    np.add.at(W, (np.arange(1, n_boot + 1)[:, None], rng.integers(0, counts.size, (n_boot, counts.size))), 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        e = (sums[start:stop + 1] @ W.T) / (W @ counts)  # (steps, n_boot + 1)
+    t = np.arange(start, start + e.shape[0], dtype=np.float64)[:, None]
+    keep = (e > floor) & np.isfinite(e)
+    y = np.where(keep, np.log(np.where(keep, e, 1.0)), 0.0)
+    n, st, sy = keep.sum(0), (keep * t).sum(0), y.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = (n * (keep * t * y).sum(0) - st * sy) / (n * (keep * t * t).sum(0) - st**2)
+    slope[n < 2] = np.nan
+    if np.isnan(slope[0]):
+        raise ValueError("need at least two distances above the floor in the fit window to fit a rate")
+    q = (1 - ci) / 2
+    lo, hi = np.nanquantile(np.exp(slope[1:]), [q, 1 - q]) if n_boot else (np.nan, np.nan)
+    return float(np.exp(slope[0])), float(lo), float(hi)
+
+
+def shared_convergence(
+    ts: TokenStates, eb: EigenBases, *, anchor: int = 20, n_boot: int = 200, seed: int = 0,
+    fit: tuple[int, int] | None = None,
+) -> pd.DataFrame:
+    """Distance of iterated tokens to the principal direction (or plane) and to ``span{v_1, v_2}``, per step.
+
+    For a shared layer (``eb`` of one layer), the power-method picture predicts that the sine of the
+    angle between a token and its target shrinks like ``C · r^t`` with ``r = gap_ratio`` (target
+    ``v_1``, or the plane of a complex pair) or ``r = subspace_ratio`` (target ``span{v_1, v_2}``)
+    [paper: rates set by the gap; form ours, chapter 2]. ``C`` is fitted at step ``anchor`` (after the tokens of
+    a prompt have had time to reach consensus), so only the *slope* is a prediction.
+
+    Returns:
+        Long format: ``step``, ``target``, ``alignment`` (mean ``a``) with bootstrap ``lo``/``hi`` over
+        prompts, ``distance`` (mean sine of the angle to the target, ``sqrt(1 − a²)``), ``predicted`` (``C r^t``),
+        ``rate`` (``r``) and ``chance`` (the chance level ``c_{d,k}`` of the target's dimension); with ``fit``
+        (first and last step), also ``fitted``, ``fitted_lo``, ``fitted_hi``: the rate fitted to ``distance``
+        and its bootstrap interval over prompts (:func:`fitted_rate_interval`).
+    """
+    if eb.n_layers != 1:
+        raise ValueError("shared_convergence needs the bases of one shared layer (use EigenBases.layer(t))")
+    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
+    steps = np.arange(ts.steps + 1)
+    frames = []
+    targets = (
+        ("plane of λ₁, λ̄₁" if eb.lambda1_complex[0] else "v₁", eb.v1[0], float(eb.gap_ratio[0]), int(eb.k1[0])),
+        ("span{v₁, v₂}", eb.v12[0], float(eb.subspace_ratio[0]), int(eb.k12[0])),
+    )
+    for name, B, rate, k in targets:
+        a = step_alignment(ts, B)  # (T+1, N)
+        dist = distance_to_subspace(ts.states, B)  # ‖(I − BBᵀ)x‖/‖x‖, no cancellation near 0
+        est, lo, hi = bootstrap_ratio(prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, seed=seed)
+        dmean = prompt_sums(dist, ts.prompt, ts.n_prompts).sum(-1) / counts.sum()
+        a_k = min(anchor, ts.steps)
+        frame = pd.DataFrame({
+            "step": steps, "target": name, "alignment": est, "lo": lo, "hi": hi, "distance": dmean,
+            "predicted": dmean[a_k] * rate ** (steps - a_k), "rate": rate, "chance": baseline_subspace(ts.d, k),
+        })
+        if fit is not None:
+            per_prompt = prompt_sums(dist, ts.prompt, ts.n_prompts)
+            frame["fitted"], frame["fitted_lo"], frame["fitted_hi"] = fitted_rate_interval(
+                per_prompt, counts, fit, n_boot=n_boot, seed=seed)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """One layer of a model iterated as a shared layer (:func:`shared_layer_runs`).
+
+    Attributes:
+        series: :func:`series_label` of the model. label: the model's label. layer: the layer, 1-based.
+        convergence: its :func:`shared_convergence` rows (with the fitted rates).
+    """
+
+    series: str
+    label: str
+    layer: int
+    convergence: pd.DataFrame
+
+
+def shared_layer_runs(
+    models: Sequence[Any], x0: Sequence[Any], special: Sequence[Any], *, steps: int, layers: Sequence[int] = (0, 1),
+    anchor: int = 20, fit: tuple[int, int] = (20, 50), bases: Sequence[EigenBases | None] | None = None,
+) -> list[SharedRun]:
+    """Iterate each of ``layers`` (0-based) of each model ``steps`` times in the simplified model (section 3.2).
+
+    Every run starts from the same token states ``x0`` (one ``(n_p, d)`` array per prompt, e.g. the trained
+    model's embeddings) with the special-token masks ``special``, and measures the convergence of the content
+    tokens to the layer's principal direction (or plane) and to ``span{v₁, v₂}``
+    (:func:`shared_convergence`, constant fitted at step ``anchor``, rates fitted over
+    ``fit``). ``bases[i]`` may hold the :class:`EigenBases` of model ``i`` (else they are computed).
+    """
+    runs = []
+    for i, model in enumerate(models):
+        eb = bases[i] if bases is not None and bases[i] is not None else als.eigen_bases(model.layer_matrices())
+        for t in layers:
+            ts = simplified_states(model.layer(t).attention, x0, steps=steps, special=special)
+            conv = shared_convergence(ts.select("content"), eb.layer(t), anchor=anchor, fit=fit)
+            runs.append(SharedRun(series_label(model), model.label, t + 1, conv))
+    return runs
+
+
+def shared_runs_frame(runs: Sequence[SharedRun]) -> pd.DataFrame:
+    """The runs' convergence rows in one frame, with ``series`` and ``layer iterated`` columns (for a chart)."""
+    return pd.concat([r.convergence.assign(series=r.series, **{"layer iterated": r.layer}) for r in runs],
+                     ignore_index=True)
+
+
+# -- layer-varying models: γ_t and ρ_t with their nulls (section 3.3) ----------------------------------------
 TRAJECTORIES: tuple[str, str] = ("simplified", "real forward pass")
 """The two trajectory sources of :func:`layer_varying`, in the order its tables list them."""
-
 
 NULL_TEST_COLUMNS: tuple[str, ...] = (
     "gamma_null_lo", "gamma_null_hi", "gamma_ratio_null_lo", "gamma_ratio_null_hi", "rho_null_lo", "rho_null_hi",
@@ -188,6 +396,28 @@ def layers_where(r: pd.DataFrame, mask: pd.Series) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
+class NullRange:
+    """Extremes of a :func:`lib.methods.alignment.random_null` table, over all its rows (layers and variants).
+
+    Attributes:
+        rho_lo, rho_hi: the lowest 2.5% and highest 97.5% point of the layers' ρ_t null distributions.
+        gamma_ratio_lo, gamma_ratio_hi: the same for γ_t / chance (1 for isotropic states).
+    """
+
+    rho_lo: float
+    rho_hi: float
+    gamma_ratio_lo: float
+    gamma_ratio_hi: float
+
+
+def null_range(null: pd.DataFrame) -> NullRange:
+    """:class:`NullRange` of the rows of :func:`lib.methods.alignment.random_null` (each row divided by its own
+    chance level)."""
+    return NullRange(float(null.rho_null_lo.min()), float(null.rho_null_hi.max()),
+                     float(null.gamma_ratio_null_lo.min()), float(null.gamma_ratio_null_hi.max()))
+
+
+@dataclass(frozen=True)
 class LayerRange:
     """Extremes and null-test counts over the layers of one trajectory source (one model, or several pooled).
 
@@ -224,6 +454,13 @@ def layer_range(results: pd.DataFrame, source: str) -> LayerRange:
         gamma_beat=layers_where(r, r.q_gamma < FDR), rho_beat=layers_where(r, r.q_rho < FDR),
         tilt_beat=layers_where(r, r.q_tilt < FDR) if "q_tilt" in r else (),
     )
+
+
+def range_position(x: float, xs: Sequence[float]) -> str:
+    """``"above"`` if ``x > max(xs)``, ``"below"`` if ``x < min(xs)``, else ``"within"`` (ends included)."""
+    if len(xs) == 0:
+        raise ValueError("xs is empty: need at least one value to compare with")
+    return "above" if x > max(xs) else ("below" if x < min(xs) else "within")
 
 
 @dataclass(frozen=True)
@@ -288,89 +525,6 @@ def compare_to_twins(trained: pd.DataFrame, twins: Sequence[pd.DataFrame], sourc
     )
 
 
-class AlbertSpectra(NamedTuple):
-    """What :func:`random_albert_spectra` returns.
-
-    Attributes:
-        table: one :func:`summary_from_eigvals` row per size (``layer`` is ``"shared"``), in the order computed.
-        leading: labels of the sizes of which only the leading ``k`` eigenvalues were computed.
-        residual: the largest residual of those leading eigenpairs (:func:`lib.linalg.topk_eig.topk_eig`).
-    """
-
-    table: pd.DataFrame
-    leading: tuple[str, ...]
-    residual: float
-
-
-def random_albert_spectra(seed: int = 0, *, full: Sequence[str] = ("base", "large", "xlarge"),
-                          leading: Sequence[str] = ("xxlarge",), k: int = 4) -> AlbertSpectra:
-    """The shared layer's spectrum of ALBERT v2 at random initialization, one size after the other (offline).
-
-    The sizes in ``full`` get all their eigenvalues (float64 LAPACK, :func:`eigvals_table`); those in
-    ``leading`` (xxlarge, ``d = 4096``, whose full eig would dominate a CPU build) only the ``k`` leading ones
-    by the block Krylov–Schur solver of :func:`lib.linalg.topk_eig.topk_eig` (float64 Rayleigh–Ritz), which is enough
-    for the gap ratio (:func:`lib.methods.layer_spectra.summary_table`). Each model is freed before the next loads.
-    """
-    from lib.linalg.topk_eig import topk_eig
-
-    tables, labels, residual = [], [], 0.0
-    for size in full:
-        m = random_albert(size, seed=seed)
-        tables.append(eigvals_table(unique_layer_matrices(m), m.label)[1].assign(layer="shared"))
-        del m
-    for size in leading:
-        m = random_albert(size, seed=seed)
-        top = topk_eig(unique_layer_matrices(m), k)
-        tables.append(summary_from_eigvals(top.eigvals.numpy(), m.label, d=m.d_model).assign(layer="shared"))
-        labels.append(m.label)
-        residual = max(residual, float(top.residuals.max().item()))
-        del m
-    return AlbertSpectra(pd.concat(tables, ignore_index=True), tuple(labels), residual)
-
-
-@dataclass(frozen=True)
-class SharedRun:
-    """One layer of a model iterated as a shared layer (:func:`shared_layer_runs`).
-
-    Attributes:
-        series: :func:`series_label` of the model. label: the model's label. layer: the layer, 1-based.
-        convergence: its :func:`shared_convergence` rows (with the fitted rates).
-    """
-
-    series: str
-    label: str
-    layer: int
-    convergence: pd.DataFrame
-
-
-def shared_layer_runs(
-    models: Sequence[Any], x0: Sequence[Any], special: Sequence[Any], *, steps: int, layers: Sequence[int] = (0, 1),
-    anchor: int = 20, fit: tuple[int, int] = (20, 50), bases: Sequence[EigenBases | None] | None = None,
-) -> list[SharedRun]:
-    """Iterate each of ``layers`` (0-based) of each model ``steps`` times in the simplified model (section 3.2).
-
-    Every run starts from the same token states ``x0`` (one ``(n_p, d)`` array per prompt, e.g. the trained
-    model's embeddings) with the special-token masks ``special``, and measures the convergence of the content
-    tokens to the layer's principal direction (or plane) and to ``span{v₁, v₂}``
-    (:func:`shared_convergence`, constant fitted at step ``anchor``, rates fitted over
-    ``fit``). ``bases[i]`` may hold the :class:`EigenBases` of model ``i`` (else they are computed).
-    """
-    runs = []
-    for i, model in enumerate(models):
-        eb = bases[i] if bases is not None and bases[i] is not None else als.eigen_bases(model.layer_matrices())
-        for t in layers:
-            ts = simplified_states(model.layer(t).attention, x0, steps=steps, special=special)
-            conv = shared_convergence(ts.select("content"), eb.layer(t), anchor=anchor, fit=fit)
-            runs.append(SharedRun(series_label(model), model.label, t + 1, conv))
-    return runs
-
-
-def shared_runs_frame(runs: Sequence[SharedRun]) -> pd.DataFrame:
-    """The runs' convergence rows in one frame, with ``series`` and ``layer iterated`` columns (for a chart)."""
-    return pd.concat([r.convergence.assign(series=r.series, **{"layer iterated": r.layer}) for r in runs],
-                     ignore_index=True)
-
-
 @dataclass(frozen=True)
 class Analysis:
     """Section 3.3's analysis of one model (:func:`analyse`): γ_t / ρ_t with their nulls, for both sources.
@@ -409,6 +563,74 @@ def special_token_results(analysis: Analysis, seed: int = 0) -> pd.DataFrame:
         variant=f"{analysis.who} · {source} · [CLS]/[SEP] only") for source, ts in analysis.states.items()])
 
 
+# -- build-up toward one direction with depth (section 3.3, LA9) ---------------------------------------------
+def fixed_direction_profile(
+    ts: TokenStates, basis: np.ndarray, *, m: int = 1000, n_boot: int = 1000, seed: int = 0, ci: float = 0.95,
+    chunk: int = 100, margin_chance: float = 0.5,
+) -> pd.DataFrame:
+    """Alignment of the tokens at every depth with one *fixed* basis ``(d, k)``: does it build up with depth?
+
+    Per step ``t = 0..T``: the token-weighted mean ``a(x(t), B)`` with a bootstrap interval over prompts,
+    its chance level ``c_{d,k}``, the ratio, and the central ``ci`` range of the same mean against ``m``
+    uniformly random ``k``-dimensional subspaces (one set of draws shared by all steps). ``build_up`` is
+    the mean per-token change ``a(x(T−1), B) − a(x(0), B)`` from the input of the first layer to the
+    input of the last one, with its bootstrap interval over prompts (``build_up_lo`` / ``_hi``; the same
+    in every row). The last step is left out of ``build_up`` because a basis taken from the last layer
+    is tilted toward by that layer itself. The same change for each random subspace gives the null of
+    the build-up (anisotropic states drift with depth whatever the direction): its central ``ci`` range
+    ``build_up_null_lo`` / ``_hi`` and the one-sided p-value ``p_build_up`` (:func:`empirical_p`).
+    ``chunk`` random subspaces are projected at a time (float32, as in :func:`lib.methods.alignment.null_draws`).
+
+    An absence of build-up is tested, not assumed: the two one-sided tests of :func:`equivalence_test` ask
+    whether the build-up's excess over the null's median, ``build_up − median(null)``, lies within
+    ``±δ`` with ``δ = margin_chance · c_{d,k}`` (a margin in units of the chance level [ours]), judged by the
+    build-up's bootstrap draws over prompts.
+
+    Returns:
+        Columns ``step``, ``alignment``, ``lo``, ``hi``, ``k``, ``chance``, ``ratio``, ``ratio_lo``,
+        ``ratio_hi``, ``null_ratio_lo``, ``null_ratio_hi``, ``build_up``, ``build_up_lo``, ``build_up_hi``,
+        ``build_up_null_lo``, ``build_up_null_hi``, ``p_build_up``; the equivalence test's ``build_up_null_mid``
+        (the null's median), ``excess`` (build-up minus it), ``excess_lo`` / ``excess_hi`` (its 90% bootstrap
+        interval), ``margin`` (δ) and ``p_equivalent`` (TOST p: below 0.05 means "no build-up beyond the null,
+        within ±δ").
+    """
+    B = spectra.as_float64(basis)
+    k = int(basis_dims(B))
+    B = B[:, np.linalg.norm(B, axis=0) > 0.5]
+    chance = baseline_subspace(ts.d, k)
+    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
+    a = step_alignment(ts, B)  # (T+1, N)
+    est, lo, hi = bootstrap_ratio(prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
+    last = max(ts.steps - 1, 0)
+    bu_sums = prompt_sums(a[last] - a[0], ts.prompt, ts.n_prompts)
+    bu, bu_lo, bu_hi = bootstrap_ratio(bu_sums, counts, n_boot=n_boot, ci=ci, seed=seed)
+    bu_boot = bootstrap_draws(bu_sums, counts, n_boot=max(n_boot, 1), seed=seed)  # the same resamples
+    X = (ts.states / np.linalg.norm(ts.states, axis=-1, keepdims=True)).astype(np.float32)  # as in null_draws
+    rng = np.random.default_rng(seed)
+    null = np.empty((ts.steps + 1, m))
+    for j in range(0, m, chunk):
+        c = min(chunk, m - j)
+        Q = random_subspaces(ts.d, k, c, rng).transpose(1, 0, 2).reshape(ts.d, c * k).astype(np.float32)
+        P = (X @ Q).reshape(*X.shape[:2], c, k)
+        null[:, j : j + c] = np.sqrt(np.einsum("tnck,tnck->tnc", P, P)).mean(axis=1, dtype=np.float64)
+    q = (1 - ci) / 2
+    n_lo, n_hi = np.quantile(null, [q, 1 - q], axis=1)
+    null_bu = null[last] - null[0]  # the same change for each random subspace: (m,)
+    bu_null_lo, bu_null_hi = np.quantile(null_bu, [q, 1 - q])
+    mid = float(np.median(null_bu))
+    eq = equivalence_test(float(bu), bu_boot, mid, margin_chance * chance)
+    return pd.DataFrame({
+        "step": np.arange(ts.steps + 1), "alignment": est, "lo": lo, "hi": hi, "k": k, "chance": chance,
+        "ratio": est / chance, "ratio_lo": lo / chance, "ratio_hi": hi / chance,
+        "null_ratio_lo": n_lo / chance, "null_ratio_hi": n_hi / chance,
+        "build_up": float(bu), "build_up_lo": float(bu_lo), "build_up_hi": float(bu_hi),
+        "build_up_null_lo": bu_null_lo, "build_up_null_hi": bu_null_hi,
+        "p_build_up": float(empirical_p(np.array([bu]), null_bu[None])[0]),
+        "build_up_null_mid": mid, "excess": eq.difference, "excess_lo": eq.lo, "excess_hi": eq.hi,
+        "margin": eq.margin, "p_equivalent": eq.p,
+    })
+
+
 def depth_profiles(analyses: Sequence[Analysis], *, m: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Section 3.3's build-up test for each model and source: the content tokens' alignment at every depth with
     the model's *last* layer's principal direction (:func:`fixed_direction_profile`), with
@@ -421,22 +643,20 @@ def depth_profiles(analyses: Sequence[Analysis], *, m: int = 1000, seed: int = 0
     return pd.concat(profiles, ignore_index=True)
 
 
+# -- verdict rules -------------------------------------------------------------------------------------------
 ALPHA = 0.05
 """The level of the model-wide tests (own direction against the other layers', against the twins' ``v₁``; TOST)."""
 
 
-def combine_verdicts(verdicts: Sequence[str]) -> str:
-    """One Results-page verdict from the verdicts of several models: the common one if they agree; else
-    "partly reproduced" if any model reproduces the claim (fully or partly), else "not specific to training" if
-    any model shows it as much at random initialization, else "not reproduced"."""
-    vs = list(verdicts)
-    if not vs:
-        raise ValueError("no verdict to combine")
-    if len(set(vs)) == 1:
-        return vs[0]
-    if any(v in ("reproduced", "partly reproduced") for v in vs):
-        return "partly reproduced"
-    return "not specific to training" if "not specific to training" in vs else "not reproduced"
+def twin_verdict(n_trained: int, n_twins: Sequence[int], n_layers: int) -> str:
+    """A claim's verdict from the null-test counts (layers beating their own null at FDR 5%) of the trained
+    model and of each twin: "not reproduced" (no trained layer), "not specific to training" (a twin does as
+    well), else "reproduced" (every layer) or "partly reproduced"."""
+    if n_trained == 0:
+        return "not reproduced"
+    if n_twins and max(n_twins) >= n_trained:
+        return "not specific to training"
+    return "reproduced" if n_trained == n_layers else "partly reproduced"
 
 
 def build_up_status(row: Any) -> str:
@@ -465,18 +685,21 @@ def build_up_verdict(statuses: Sequence[str]) -> str:
     return "partly reproduced"
 
 
-def twin_verdict(n_trained: int, n_twins: Sequence[int], n_layers: int) -> str:
-    """A claim's verdict from the null-test counts (layers beating their own null at FDR 5%) of the trained
-    model and of each twin: "not reproduced" (no trained layer), "not specific to training" (a twin does as
-    well), else "reproduced" (every layer) or "partly reproduced"."""
-    if n_trained == 0:
-        return "not reproduced"
-    if n_twins and max(n_twins) >= n_trained:
-        return "not specific to training"
-    return "reproduced" if n_trained == n_layers else "partly reproduced"
+def combine_verdicts(verdicts: Sequence[str]) -> str:
+    """One Results-page verdict from the verdicts of several models: the common one if they agree; else
+    "partly reproduced" if any model reproduces the claim (fully or partly), else "not specific to training" if
+    any model shows it as much at random initialization, else "not reproduced"."""
+    vs = list(verdicts)
+    if not vs:
+        raise ValueError("no verdict to combine")
+    if len(set(vs)) == 1:
+        return vs[0]
+    if any(v in ("reproduced", "partly reproduced") for v in vs):
+        return "partly reproduced"
+    return "not specific to training" if "not specific to training" in vs else "not reproduced"
 
 
-# -- one of the paper's checkpoints, end to end ---------------------------------------------------------
+# -- one of the paper's checkpoints, end to end (section 3.5) ------------------------------------------------
 @dataclass(frozen=True)
 class PaperModelRun:
     """What :func:`run_paper_model` computed for one checkpoint; the page draws the charts.
@@ -566,184 +789,3 @@ def _analyse_paper_model(
         return replace(run, prompts=len(H), steps=shared_steps, convergence=conv)
     H, S = prompt_states(model, texts)
     return replace(run, prompts=len(H), layer_varying=layer_varying(model, H, S, eb, seed=seed))
-
-
-def fixed_direction_profile(
-    ts: TokenStates, basis: np.ndarray, *, m: int = 1000, n_boot: int = 1000, seed: int = 0, ci: float = 0.95,
-    chunk: int = 100, margin_chance: float = 0.5,
-) -> pd.DataFrame:
-    """Alignment of the tokens at every depth with one *fixed* basis ``(d, k)``: does it build up with depth?
-
-    Per step ``t = 0..T``: the token-weighted mean ``a(x(t), B)`` with a bootstrap interval over prompts,
-    its chance level ``c_{d,k}``, the ratio, and the central ``ci`` range of the same mean against ``m``
-    uniformly random ``k``-dimensional subspaces (one set of draws shared by all steps). ``build_up`` is
-    the mean per-token change ``a(x(T−1), B) − a(x(0), B)`` from the input of the first layer to the
-    input of the last one, with its bootstrap interval over prompts (``build_up_lo`` / ``_hi``; the same
-    in every row). The last step is left out of ``build_up`` because a basis taken from the last layer
-    is tilted toward by that layer itself. The same change for each random subspace gives the null of
-    the build-up (anisotropic states drift with depth whatever the direction): its central ``ci`` range
-    ``build_up_null_lo`` / ``_hi`` and the one-sided p-value ``p_build_up`` (:func:`empirical_p`).
-    ``chunk`` random subspaces are projected at a time (float32, as in :func:`null_draws`).
-
-    An absence of build-up is tested, not assumed: the two one-sided tests of :func:`equivalence_test` ask
-    whether the build-up's excess over the null's median, ``build_up − median(null)``, lies within
-    ``±δ`` with ``δ = margin_chance · c_{d,k}`` (a margin in units of the chance level [ours]), judged by the
-    build-up's bootstrap draws over prompts.
-
-    Returns:
-        Columns ``step``, ``alignment``, ``lo``, ``hi``, ``k``, ``chance``, ``ratio``, ``ratio_lo``,
-        ``ratio_hi``, ``null_ratio_lo``, ``null_ratio_hi``, ``build_up``, ``build_up_lo``, ``build_up_hi``,
-        ``build_up_null_lo``, ``build_up_null_hi``, ``p_build_up``; the equivalence test's ``build_up_null_mid``
-        (the null's median), ``excess`` (build-up minus it), ``excess_lo`` / ``excess_hi`` (its 90% bootstrap
-        interval), ``margin`` (δ) and ``p_equivalent`` (TOST p: below 0.05 means "no build-up beyond the null,
-        within ±δ").
-    """
-    B = spectra.as_float64(basis)
-    k = int(basis_dims(B))
-    B = B[:, np.linalg.norm(B, axis=0) > 0.5]
-    chance = baseline_subspace(ts.d, k)
-    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
-    a = step_alignment(ts, B)  # (T+1, N)
-    est, lo, hi = bootstrap_ratio(prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
-    last = max(ts.steps - 1, 0)
-    bu_sums = prompt_sums(a[last] - a[0], ts.prompt, ts.n_prompts)
-    bu, bu_lo, bu_hi = bootstrap_ratio(bu_sums, counts, n_boot=n_boot, ci=ci, seed=seed)
-    bu_boot = bootstrap_draws(bu_sums, counts, n_boot=max(n_boot, 1), seed=seed)  # the same resamples
-    X = (ts.states / np.linalg.norm(ts.states, axis=-1, keepdims=True)).astype(np.float32)  # as in null_draws
-    rng = np.random.default_rng(seed)
-    null = np.empty((ts.steps + 1, m))
-    for j in range(0, m, chunk):
-        c = min(chunk, m - j)
-        Q = random_subspaces(ts.d, k, c, rng).transpose(1, 0, 2).reshape(ts.d, c * k).astype(np.float32)
-        P = (X @ Q).reshape(*X.shape[:2], c, k)
-        null[:, j : j + c] = np.sqrt(np.einsum("tnck,tnck->tnc", P, P)).mean(axis=1, dtype=np.float64)
-    q = (1 - ci) / 2
-    n_lo, n_hi = np.quantile(null, [q, 1 - q], axis=1)
-    null_bu = null[last] - null[0]  # the same change for each random subspace: (m,)
-    bu_null_lo, bu_null_hi = np.quantile(null_bu, [q, 1 - q])
-    mid = float(np.median(null_bu))
-    eq = equivalence_test(float(bu), bu_boot, mid, margin_chance * chance)
-    return pd.DataFrame({
-        "step": np.arange(ts.steps + 1), "alignment": est, "lo": lo, "hi": hi, "k": k, "chance": chance,
-        "ratio": est / chance, "ratio_lo": lo / chance, "ratio_hi": hi / chance,
-        "null_ratio_lo": n_lo / chance, "null_ratio_hi": n_hi / chance,
-        "build_up": float(bu), "build_up_lo": float(bu_lo), "build_up_hi": float(bu_hi),
-        "build_up_null_lo": bu_null_lo, "build_up_null_hi": bu_null_hi,
-        "p_build_up": float(empirical_p(np.array([bu]), null_bu[None])[0]),
-        "build_up_null_mid": mid, "excess": eq.difference, "excess_lo": eq.lo, "excess_hi": eq.hi,
-        "margin": eq.margin, "p_equivalent": eq.p,
-    })
-
-
-def fitted_rate_interval(
-    per_prompt: np.ndarray, counts: np.ndarray, fit: tuple[int, int], *, floor: float = 1e-9,
-    n_boot: int = 200, ci: float = 0.95, seed: int = 0,
-) -> tuple[float, float, float]:
-    """Fitted per-step rate of a mean distance curve and its percentile bootstrap interval over prompts.
-
-    The rate is ``exp`` of the least-squares slope of ``log e_t`` over steps ``fit[0]..fit[1]`` (points at or
-    below ``floor`` left out), as :func:`lib.linalg.power.fitted_ratio`, with ``e_t`` the token-weighted mean
-    distance; each bootstrap resample draws prompts with replacement and refits. Vectorised over resamples.
-
-    Args:
-        per_prompt: ``(T+1, P)`` per-prompt sums of the per-token distance.
-        counts: ``(P,)`` tokens per prompt.
-        fit: first and last step of the fit.
-
-    Returns:
-        ``(rate, lo, hi)``.
-    """
-    sums, counts = np.asarray(per_prompt, dtype=np.float64), np.asarray(counts, dtype=np.float64)
-    start, stop = fit
-    rng = np.random.default_rng(seed)
-    W = np.zeros((n_boot + 1, counts.size))
-    W[0] = 1.0  # the estimate itself, then the resamples
-    np.add.at(W, (np.arange(1, n_boot + 1)[:, None], rng.integers(0, counts.size, (n_boot, counts.size))), 1.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        e = (sums[start:stop + 1] @ W.T) / (W @ counts)  # (steps, n_boot + 1)
-    t = np.arange(start, start + e.shape[0], dtype=np.float64)[:, None]
-    keep = (e > floor) & np.isfinite(e)
-    y = np.where(keep, np.log(np.where(keep, e, 1.0)), 0.0)
-    n, st, sy = keep.sum(0), (keep * t).sum(0), y.sum(0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        slope = (n * (keep * t * y).sum(0) - st * sy) / (n * (keep * t * t).sum(0) - st**2)
-    slope[n < 2] = np.nan
-    if np.isnan(slope[0]):
-        raise ValueError("need at least two distances above the floor in the fit window to fit a rate")
-    q = (1 - ci) / 2
-    lo, hi = np.nanquantile(np.exp(slope[1:]), [q, 1 - q]) if n_boot else (np.nan, np.nan)
-    return float(np.exp(slope[0])), float(lo), float(hi)
-
-
-def shared_convergence(
-    ts: TokenStates, eb: EigenBases, *, anchor: int = 20, n_boot: int = 200, seed: int = 0,
-    fit: tuple[int, int] | None = None,
-) -> pd.DataFrame:
-    """Distance of iterated tokens to the principal direction (or plane) and to ``span{v_1, v_2}``, per step.
-
-    For a shared layer (``eb`` of one layer), the power-method picture predicts that the sine of the
-    angle between a token and its target shrinks like ``C · r^t`` with ``r = gap_ratio`` (target
-    ``v_1``, or the plane of a complex pair) or ``r = subspace_ratio`` (target ``span{v_1, v_2}``)
-    [paper: rates set by the gap; form ours, chapter 2]. ``C`` is fitted at step ``anchor`` (after the tokens of
-    a prompt have had time to reach consensus), so only the *slope* is a prediction.
-
-    Returns:
-        Long format: ``step``, ``target``, ``alignment`` (mean ``a``) with bootstrap ``lo``/``hi`` over
-        prompts, ``distance`` (mean sine of the angle to the target, ``sqrt(1 − a²)``), ``predicted`` (``C r^t``),
-        ``rate`` (``r``) and ``chance`` (the chance level ``c_{d,k}`` of the target's dimension); with ``fit``
-        (first and last step), also ``fitted``, ``fitted_lo``, ``fitted_hi``: the rate fitted to ``distance``
-        and its bootstrap interval over prompts (:func:`fitted_rate_interval`).
-    """
-    if eb.n_layers != 1:
-        raise ValueError("shared_convergence needs the bases of one shared layer (use EigenBases.layer(t))")
-    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
-    steps = np.arange(ts.steps + 1)
-    frames = []
-    targets = (
-        ("plane of λ₁, λ̄₁" if eb.lambda1_complex[0] else "v₁", eb.v1[0], float(eb.gap_ratio[0]), int(eb.k1[0])),
-        ("span{v₁, v₂}", eb.v12[0], float(eb.subspace_ratio[0]), int(eb.k12[0])),
-    )
-    for name, B, rate, k in targets:
-        a = step_alignment(ts, B)  # (T+1, N)
-        dist = distance_to_subspace(ts.states, B)  # ‖(I − BBᵀ)x‖/‖x‖, no cancellation near 0
-        est, lo, hi = bootstrap_ratio(prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, seed=seed)
-        dmean = prompt_sums(dist, ts.prompt, ts.n_prompts).sum(-1) / counts.sum()
-        a_k = min(anchor, ts.steps)
-        frame = pd.DataFrame({
-            "step": steps, "target": name, "alignment": est, "lo": lo, "hi": hi, "distance": dmean,
-            "predicted": dmean[a_k] * rate ** (steps - a_k), "rate": rate, "chance": baseline_subspace(ts.d, k),
-        })
-        if fit is not None:
-            per_prompt = prompt_sums(dist, ts.prompt, ts.n_prompts)
-            frame["fitted"], frame["fitted_lo"], frame["fitted_hi"] = fitted_rate_interval(
-                per_prompt, counts, fit, n_boot=n_boot, seed=seed)
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True)
-
-
-@dataclass(frozen=True)
-class NullRange:
-    """Extremes of a :func:`random_null` table, over all its rows (layers and variants).
-
-    Attributes:
-        rho_lo, rho_hi: the lowest 2.5% and highest 97.5% point of the layers' ρ_t null distributions.
-        gamma_ratio_lo, gamma_ratio_hi: the same for γ_t / chance (1 for isotropic states).
-    """
-
-    rho_lo: float
-    rho_hi: float
-    gamma_ratio_lo: float
-    gamma_ratio_hi: float
-
-
-def null_range(null: pd.DataFrame) -> NullRange:
-    """:class:`NullRange` of the rows of :func:`random_null` (each row divided by its own chance level)."""
-    return NullRange(float(null.rho_null_lo.min()), float(null.rho_null_hi.max()),
-                     float(null.gamma_ratio_null_lo.min()), float(null.gamma_ratio_null_hi.max()))
-
-
-def range_position(x: float, xs: Sequence[float]) -> str:
-    """``"above"`` if ``x > max(xs)``, ``"below"`` if ``x < min(xs)``, else ``"within"`` (ends included)."""
-    if len(xs) == 0:
-        raise ValueError("xs is empty: need at least one value to compare with")
-    return "above" if x > max(xs) else ("below" if x < min(xs) else "within")

@@ -248,9 +248,10 @@ def direction_tests(trained: Analysis, twins: Sequence[Analysis], source: str = 
     """:class:`DirectionTests` of the trained model (first) and of each twin, on the content tokens of ``source``.
 
     Three nulls per statistic [ours]: random subspaces of each layer's dimension (layer by layer, the
-    :func:`lib.chapters.real_models.layer_varying` results); the other layers' ``v₁`` (the cross-layer map, one permutation test per model:
-    anisotropic states can score high against *any* trained direction); and, for the trained model, every layer's
-    ``v₁`` of every twin (the same tokens against directions of the same architecture without training).
+    :func:`lib.chapters.real_models.layer_varying` results); the other layers' ``v₁`` (the cross-layer map, one
+    permutation test per model: anisotropic states can score high against *any* trained direction); and, for the
+    trained model, every layer's ``v₁`` of every twin (the same tokens against directions of the same architecture
+    without training).
     """
     twin_v1 = np.concatenate([a.bases.v1 for a in twins]) if twins else None
     out = []

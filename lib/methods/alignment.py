@@ -30,6 +30,15 @@ many prompts concatenated along the token axis, ``(T+1, N, d)`` float64, with th
 special-token flag of every token. Bases are stacked per layer as ``(T, d, k)`` and zero-padded to a
 common ``k``: a zero column adds nothing to ``‖Bᵀx‖``, so a real ``v_1`` and a plane share one array.
 Nothing loops over tokens or prompts in Python.
+
+Contents, shared by chapters 1, 3 and 6: chance levels and random subspaces; :class:`TokenStates`, collected from a
+real forward pass (:func:`prompt_states`) or from the simplified layer of :mod:`lib.theory.dynamics`
+(:func:`simplified_states`); :class:`EigenBases` (:func:`eigen_bases`); per-token alignments; γ_t / ρ_t with
+bootstrap intervals over prompts (:func:`gamma_rho`, :func:`prompt_sums`) and their nulls (:func:`null_draws`,
+:func:`random_null`); and chapter 1's test of one layer's tilt on random tokens (:func:`one_layer_tilt`). What only
+chapter 3 measures on top of them (the shared-layer convergence, the build-up profile, the own-direction tests) is in
+:mod:`lib.chapters.real_models` and :mod:`lib.chapters.real_models_directions`; its tables (``gamma_rho_table``)
+in :mod:`lib.page.real_models`.
 """
 
 from __future__ import annotations
@@ -51,7 +60,27 @@ from lib.theory import dynamics, toys
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
-__all__ = ["EigenBases", "TiltTest", "TokenStates", "baseline_subspace", "basis_dims", "chance_levels", "eigen_bases", "gamma_rho", "null_draws", "null_draws_with_tilt", "one_layer_tilt", "prompt_states", "random_directions", "random_null", "random_subspaces", "simplified_states", "step_alignment", "token_alignments"]
+__all__ = [
+    "EigenBases",
+    "TiltTest",
+    "TokenStates",
+    "baseline_subspace",
+    "basis_dims",
+    "chance_levels",
+    "eigen_bases",
+    "gamma_rho",
+    "null_draws",
+    "null_draws_with_tilt",
+    "one_layer_tilt",
+    "prompt_states",
+    "prompt_sums",
+    "random_directions",
+    "random_null",
+    "random_subspaces",
+    "simplified_states",
+    "step_alignment",
+    "token_alignments",
+]
 
 
 # -- baselines ---------------------------------------------------------------------------------------

@@ -174,8 +174,8 @@ def estimate_seconds(
     """A rough run time for the real-model part of the chapter on *this* machine's CPU.
 
     Calibrated by one small eig and one matmul, then scaled: ``d³`` per distinct layer for the
-    eigendecompositions (done in float64 LAPACK on CPU, as the conventions require, even with a GPU),
-    ``2 · params · tokens`` per forward pass, and ``8 · n · d²`` per simplified step per token.
+    eigendecompositions (done in float64 LAPACK on CPU, as the notation page's conventions require, even with a
+    GPU), ``2 · params · tokens`` per forward pass, and ``8 · n · d²`` per simplified step per token.
     """
     r = _calibrate()
     total = 0.0

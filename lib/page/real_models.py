@@ -1,7 +1,10 @@
-"""Altair builders for chapter 3 (real-model experiments), in the book's one style.
+"""Chapter 3's page (``book/03_real_models.md``): its charts, the tables built for the reader, the words of its prose.
 
-Every builder takes the long-format tables of :mod:`lib.methods.alignment` / :mod:`lib.chapters.real_models` and a
-``model`` label that :func:`lib.page.plotting.titled` puts in the subtitle. Trained weights and random-init
+The frames come from :mod:`lib.chapters.real_models` and :mod:`lib.chapters.real_models_directions` (which compute,
+and state the verdict rules); this module only draws, tabulates and words them.
+
+**Charts.** Altair builders in the book's one style. Every builder takes the long-format tables of
+:mod:`lib.methods.alignment` / :mod:`lib.chapters.real_models` and a ``model`` label that :func:`lib.page.plotting.titled` puts in the subtitle. Trained weights and random-init
 twins are told apart by colour only (:func:`lib.page.plotting.model_palette`: trained blue, twins
 orange/vermillion/brown), every other distinction by position or dash; null bands are grey and chance
 levels black dashed, each with its legend entry; trained and random init share their axes.
@@ -9,6 +12,16 @@ levels black dashed, each with its legend entry; trained and random init share t
 The per-layer statistics (:func:`gamma_rho_chart`, :func:`depth_profile_chart`) put each model's estimate
 with its 95% bootstrap interval *on its own null band*, side by side within the layer, so that "beats its
 null" is read off as "the dot lies above its grey bar".
+
+**Tables.** One display row per layer, run or model, with one precision per quantity everywhere
+(:func:`table_formats`, :data:`GAMMA_RHO_FORMAT`): :func:`paper_models_table` (3.5), :func:`shared_runs_table`
+and :func:`shared_run_row` (3.2), :func:`gamma_rho_table` (3.3), :func:`overview_table` (3.4) and
+:func:`direction_table` (LA7, LA8). Model labels in table cells are shortened by :func:`short_label`.
+
+**Prose.** The values the chapter glues into its text, by glue name: :func:`gamma_rho_glue`,
+:func:`build_up_glue`, :func:`direction_glue`, with the phrases they use (:func:`layer_list`, :func:`beat_phrase`,
+:func:`p_phrase`, :func:`build_up_text`, :func:`build_up_summary`) and the offline build's note
+(:func:`offline_message`).
 """
 
 from __future__ import annotations
@@ -73,6 +86,7 @@ __all__ = [
     "table_formats",
 ]
 
+# -- charts ----------------------------------------------------------------------------------------------------
 NULL_LABEL = "null: central 95% (random subspaces)"
 """Legend entry of the grey null bands."""
 CHANCE_LABEL = "chance level (isotropic tokens)"
@@ -426,11 +440,11 @@ def gamma_rho_table(results: pd.DataFrame, *, null: bool = True) -> pd.DataFrame
     """γ_t and ρ_t against their chance level and their own null: one display row per ``(variant, layer)``.
 
     Args:
-        results: rows of :func:`gamma_rho` with a ``variant`` column and the test columns of
-            :func:`random_null` merged in (``gamma_null_lo`` … ``q_rho``), as
+        results: rows of :func:`lib.methods.alignment.gamma_rho` with a ``variant`` column and the test columns
+            of :func:`lib.methods.alignment.random_null` merged in (``gamma_null_lo`` … ``q_rho``), as
             :func:`lib.chapters.real_models.layer_varying` returns them.
-        null: ``False`` for rows without a null test (plain :func:`gamma_rho` rows plus ``variant``): the
-            null and ``q`` columns are left out and ``tokens`` is added.
+        null: ``False`` for rows without a null test (plain :func:`lib.methods.alignment.gamma_rho` rows plus
+            ``variant``): the null and ``q`` columns are left out and ``tokens`` is added.
 
     Returns:
         Columns ``variant``, ``layer``, ``k``, ``γₜ``, ``chance c(d, k)``, ``γₜ / chance`` and its
@@ -601,9 +615,10 @@ class BuildUp(NamedTuple):
 
 
 def build_up_glue(profiles: pd.DataFrame, source: str, n_layers: int) -> BuildUp:
-    """The numbers of the build-up paragraph for one source, from :func:`depth_profiles` (trained and twins); with
-    the equivalence test's columns also ``excess`` (over the null's median, with its 90% interval), ``margin``,
-    ``p_eq`` (TOST, :func:`p_phrase`) and ``status`` (:func:`build_up_status`)."""
+    """The numbers of the build-up paragraph for one source, from :func:`lib.chapters.real_models.depth_profiles`
+    (trained and twins); with the equivalence test's columns also ``excess`` (over the null's median, with its 90%
+    interval), ``margin``, ``p_eq`` (TOST, :func:`p_phrase`) and ``status``
+    (:func:`lib.chapters.real_models.build_up_status`)."""
     build = profiles.groupby("variant", sort=False).first()
     b = build.loc[f"trained · {source}"]
     tw = build[(build.who != "trained") & (build.source == source)]
