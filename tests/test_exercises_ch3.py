@@ -76,7 +76,7 @@ def test_null_layers_toy_separates_the_corrected_and_uncorrected_tests():
     rho = tuple(null.layer[null.q_rho < 0.05])
     assert rho == (1,)
     assert tuple(null.layer[null.p_rho < 0.05]) != rho and tuple(null.layer[null.q_gamma < 0.05]) != rho
-    assert np.isclose(ex.ch3._toy_bases().k12, [2, 3, 4]).all()
+    assert np.isclose(ex.real_models._toy_bases().k12, [2, 3, 4]).all()
 
 
 def test_token_shift_and_span_ratio_name_more_mistakes(capsys):

@@ -25,7 +25,7 @@ def show_source(obj: Callable[..., Any] | type, *, docstring: bool = False) -> C
         docstring: keep the docstring (by default it is dropped: the page's prose explains the code).
 
     Example:
-        >>> from lib import power
+        >>> from lib.linalg import power
         >>> print(show_source(power.steps_needed).data.splitlines()[0])
         def steps_needed(ratio: float, tol: float = 1e-6) -> int:
     """
