@@ -7,7 +7,7 @@ analysis depends on the shapes, not on the trained values, so this benchmark mea
 given a tokenizer (MiniLM's WordPiece, shipped offline; vocabularies are widened to hold its ids) so
 that the token experiments run too. Every twin goes through the same ``run_paper_model`` call as
 the chapter, on the chapter's prompt set, and is timed next to the chapter's own estimate
-(:func:`lib.chapters.real_models.estimate_seconds`, printed before a real run on a CPU).
+(:func:`lib.models.paper.estimate_seconds`, printed before a real run on a CPU).
 
 The eigendecompositions are float64 LAPACK on the host by the book's conventions, so a GPU speeds up
 only the forward passes and the simplified iterations.
@@ -27,6 +27,7 @@ import torch
 
 from benchmarks import format_table, sync
 from lib.chapters import real_models as rm
+from lib.models import paper
 from lib.models.prompts import prompts
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
@@ -38,8 +39,8 @@ def twin_configs() -> dict[str, object]:
     from transformers import BertConfig, GPT2Config, GPTNeoConfig
 
     out: dict[str, object] = {}
-    for size, hub in zip(("base", "large", "xlarge", "xxlarge"), [m.hub_id for m in rm.PAPER_MODELS[:4]]):
-        out[hub] = rm.albert_config(size, vocab_size=WORDPIECE_VOCAB)
+    for size, hub in zip(("base", "large", "xlarge", "xxlarge"), [m.hub_id for m in paper.PAPER_MODELS[:4]]):
+        out[hub] = paper.albert_config(size, vocab_size=WORDPIECE_VOCAB)
     out["google-bert/bert-base-uncased"] = BertConfig()  # 768, 12 layers, 12 heads, 3072
     out["openai-community/gpt2"] = GPT2Config()  # 768, 12 layers, 12 heads, vocab 50257
     out["EleutherAI/gpt-neo-125m"] = GPTNeoConfig(
@@ -72,7 +73,7 @@ def twin_folder(hub_id: str, config, root: Path) -> Path:
 def run(quick: bool = False, verbose: bool = True, device: str = "cpu") -> dict:
     """Time every twin; returns ``{"paper_set_<name>": row, ..., "paper_set_total": row}``."""
     texts = prompts()
-    specs = {m.hub_id: m for m in rm.PAPER_MODELS}
+    specs = {m.hub_id: m for m in paper.PAPER_MODELS}
     configs = twin_configs()
     names = list(configs)[:1] + list(configs)[4:6] if quick else list(configs)
     root = Path(tempfile.mkdtemp(prefix="bench-paper-set-"))
@@ -91,7 +92,7 @@ def run(quick: bool = False, verbose: bool = True, device: str = "cpu") -> dict:
             spec = specs[hub]
             rows[f"paper_set_{hub.split('/')[-1]}"] = {
                 "size": f"d={spec.d}, L={spec.n_layers}{' (shared)' if spec.shared else ''}", "time_s": secs,
-                "baseline_s": None, "ratio": None, "peak_mb": None, "estimate_s": rm.estimate_seconds([spec]),
+                "baseline_s": None, "ratio": None, "peak_mb": None, "estimate_s": paper.estimate_seconds([spec]),
                 "prompts": res.prompts, "steps": res.steps, "device": str(dev), "tokenizer": tokenizer_files()[0]}
     finally:
         shutil.rmtree(root, ignore_errors=True)

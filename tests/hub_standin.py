@@ -54,7 +54,7 @@ PAPER_FAMILIES: dict[str, str] = {
     "openai-community/gpt2": "gpt2",
     "EleutherAI/gpt-neo-125m": "gpt_neo",
 }
-"""The papers' hub ids (``lib.chapters.real_models.PAPER_MODELS``) and the family each checkpoint belongs to."""
+"""The papers' hub ids (``lib.models.paper.PAPER_MODELS``) and the family each checkpoint belongs to."""
 
 GATED_ID = "meta-llama/Llama-3.2-1B"
 """A gated repo (as on the hub): its files are listed, but fetching one needs accepted access."""

@@ -10,8 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lib import stats
+from lib.chapters import real_models as rm
+from lib.chapters import real_models_directions as rd
 from lib.linalg import spectra
 from lib.methods import alignment as als
+from lib.page import real_models as rp
 from lib.theory import dynamics, toys
 
 
@@ -333,8 +336,8 @@ def test_cross_layer_relative_to_chance_normalises_each_column_by_its_basis():
     rng = np.random.default_rng(9)
     ts = als.TokenStates.from_trajectories(_random_trajs(rng, P=4, T=3, d=8))
     B = _mixed_bases(rng, 8, [1, 2, 3])
-    g, r = als.cross_layer(ts, B)
-    gn, rn = als.cross_layer(ts, B, relative_to_chance=True)
+    g, r = rd.cross_layer(ts, B)
+    gn, rn = rd.cross_layer(ts, B, relative_to_chance=True)
     chance = np.array([als.baseline_subspace(8, k) for k in (1, 2, 3)])
     np.testing.assert_allclose(gn, g / chance[None, :], rtol=1e-12)
     np.testing.assert_array_equal(rn, r)
@@ -342,8 +345,8 @@ def test_cross_layer_relative_to_chance_normalises_each_column_by_its_basis():
     # a plane beats a line on raw values but not on normalised ones (isotropic states)
     iso = _isotropic(seed=2, P=40, n=20, T=2, d=16)
     Bi = _mixed_bases(rng, 16, [1, 2])
-    graw, _ = als.cross_layer(iso, Bi)
-    gnorm, _ = als.cross_layer(iso, Bi, relative_to_chance=True)
+    graw, _ = rd.cross_layer(iso, Bi)
+    gnorm, _ = rd.cross_layer(iso, Bi, relative_to_chance=True)
     assert np.all(graw[:, 1] > 1.4 * graw[:, 0]) and np.all(np.abs(gnorm - 1) < 0.05)
 
 
@@ -351,7 +354,7 @@ def test_fixed_direction_profile_on_isotropic_states_and_hand_build_up():
     ts = _isotropic(seed=3, P=25, n=10, T=3, d=20)
     B = np.zeros((20, 2))
     B[:, :2] = _orthonormal(np.random.default_rng(0), 20, 2)
-    prof = als.fixed_direction_profile(ts, B, m=300, n_boot=200, seed=1)
+    prof = rm.fixed_direction_profile(ts, B, m=300, n_boot=200, seed=1)
     assert prof.step.tolist() == [0, 1, 2, 3] and prof.k.tolist() == [2] * 4
     np.testing.assert_allclose(prof.chance, als.baseline_subspace(20, 2))
     np.testing.assert_allclose(prof.ratio, 1.0, atol=0.08)
@@ -366,7 +369,7 @@ def test_fixed_direction_profile_on_isotropic_states_and_hand_build_up():
     X0 = rng.standard_normal((30, 8, 20))
     drift = np.stack([X0 + 0.4 * t * np.sqrt(20) * B[:, 0] for t in range(4)], axis=1)  # (P, T+1, n, d)
     ts_up = als.TokenStates.from_trajectories(list(drift))
-    up = als.fixed_direction_profile(ts_up, B, m=300, n_boot=200, seed=1)
+    up = rm.fixed_direction_profile(ts_up, B, m=300, n_boot=200, seed=1)
     assert up.build_up_lo[0] > 0 and up.p_build_up[0] == pytest.approx(1 / 301)
 
 
@@ -376,7 +379,7 @@ def test_cross_layer_diagonal_equals_gamma_rho():
     ts = als.TokenStates.from_trajectories(trajs)
     F = rng.standard_normal((3, 8, 8))
     eb = als.eigen_bases(F)
-    g, r = als.cross_layer(ts, eb)
+    g, r = rd.cross_layer(ts, eb)
     df = als.gamma_rho(ts, eb, n_boot=0)
     np.testing.assert_allclose(np.diag(g), df.gamma, rtol=1e-12)
     np.testing.assert_allclose(np.diag(r), df.rho, rtol=1e-12)
@@ -391,7 +394,7 @@ def test_shared_convergence_follows_the_gap_rate():
     x0 = [torch.as_tensor(rng.standard_normal((4, d))) for _ in range(3)]
     trajs = [dynamics.simulate(w, x, 60, attention="uniform").numpy() for x in x0]
     eb = als.eigen_bases(F)
-    df = als.shared_convergence(als.TokenStates.from_trajectories(trajs), eb, anchor=10)
+    df = rm.shared_convergence(als.TokenStates.from_trajectories(trajs), eb, anchor=10)
     v1 = df[df.target == "v₁"].set_index("step")
     assert v1.rate.iloc[0] == pytest.approx(0.8, rel=1e-8)
     assert v1.chance.iloc[0] == als.baseline_subspace(d, 1)  # each target's own chance level
@@ -401,7 +404,7 @@ def test_shared_convergence_follows_the_gap_rate():
     ratio = (v1.distance[40] / v1.distance[20]) ** (1 / 20)
     assert ratio == pytest.approx(0.8, rel=0.02)
     with pytest.raises(ValueError, match="one shared layer"):
-        als.shared_convergence(als.TokenStates.from_trajectories(trajs), als.eigen_bases(np.stack([F, F])))
+        rm.shared_convergence(als.TokenStates.from_trajectories(trajs), als.eigen_bases(np.stack([F, F])))
 
 
 # -- summaries for tables and text ------------------------------------------------------------------
@@ -423,7 +426,7 @@ def _hand_results():
 
 def test_gamma_rho_table_columns_are_the_hand_computations():
     res = _hand_results()
-    t = als.gamma_rho_table(res)
+    t = rp.gamma_rho_table(res)
     assert list(t.columns) == ["variant", "layer", "k", "γₜ", "chance c(d, k)", "γₜ / chance", "γₜ / chance 95% CI",
                                "null 95% range of γₜ / chance", "q(γₜ)", "Δγₜ", "ρₜ", "ρₜ 95% CI",
                                "null 95% range of ρₜ", "q(ρₜ)"]
@@ -434,13 +437,13 @@ def test_gamma_rho_table_columns_are_the_hand_computations():
     assert t["null 95% range of γₜ / chance"][3] == "[0.80, 1.80]"
     assert t["null 95% range of ρₜ"].tolist() == ["[0.400, 0.600]", "[0.410, 0.610]", "[0.420, 0.620]", "[0.430, 0.630]"]
     assert t["q(γₜ)"].tolist() == ["<0.001", "0.200", "0.010", "1.000"] and t["q(ρₜ)"][2] == "<0.001"
-    assert set(als.GAMMA_RHO_FORMAT) <= set(t.columns)  # every format names a column of the table
+    assert set(rp.GAMMA_RHO_FORMAT) <= set(t.columns)  # every format names a column of the table
 
 
 def test_gamma_rho_table_without_a_null_keeps_the_estimates_and_adds_the_token_count():
     res = _hand_results().drop(columns=["gamma_ratio_null_lo", "gamma_ratio_null_hi", "rho_null_lo", "rho_null_hi",
                                         "q_gamma", "q_rho"]).assign(tokens=[10, 10, 12, 12])
-    t = als.gamma_rho_table(res, null=False)
+    t = rp.gamma_rho_table(res, null=False)
     assert list(t.columns) == ["variant", "layer", "k", "γₜ", "chance c(d, k)", "γₜ / chance", "γₜ / chance 95% CI",
                                "Δγₜ", "ρₜ", "ρₜ 95% CI", "tokens"]
     assert t.tokens.tolist() == [10, 10, 12, 12] and t["ρₜ 95% CI"][1] == "[0.300, 0.450]"
@@ -449,17 +452,17 @@ def test_gamma_rho_table_without_a_null_keeps_the_estimates_and_adds_the_token_c
 
 
 def test_null_range_diagonal_wins_and_range_position():
-    nr = als.null_range(_hand_results())
+    nr = rm.null_range(_hand_results())
     assert (nr.rho_lo, nr.rho_hi, nr.gamma_ratio_lo, nr.gamma_ratio_hi) == (0.4, 0.63, 0.5, 1.8)
     m = np.array([[3.0, 1.0, 2.0], [5.0, 4.0, 0.0], [1.0, 1.0, 1.0]])  # rows 0 and 2 (a tie counts) win
-    assert als.diagonal_wins(m) == 2
-    assert als.diagonal_wins(m.T) == 1  # rows [3, 5, 1], [1, 4, 1], [2, 0, 1]: only the middle one wins
+    assert rd.diagonal_wins(m) == 2
+    assert rd.diagonal_wins(m.T) == 1  # rows [3, 5, 1], [1, 4, 1], [2, 0, 1]: only the middle one wins
     with pytest.raises(ValueError, match="square"):
-        als.diagonal_wins(np.ones((2, 3)))
-    assert [als.range_position(x, [0.2, 0.5, 0.3]) for x in (0.6, 0.5, 0.25, 0.2, 0.1)] == [
+        rd.diagonal_wins(np.ones((2, 3)))
+    assert [rm.range_position(x, [0.2, 0.5, 0.3]) for x in (0.6, 0.5, 0.25, 0.2, 0.1)] == [
         "above", "within", "within", "within", "below"]
     with pytest.raises(ValueError, match="empty"):
-        als.range_position(1.0, [])
+        rm.range_position(1.0, [])
 
 
 def test_fitted_rate_interval_against_a_loop_over_resamples():
@@ -472,7 +475,7 @@ def test_fitted_rate_interval_against_a_loop_over_resamples():
     counts = rng.integers(1, 5, P).astype(float)
     sums = counts * (rng.uniform(0.5, 2.0, P) * rates ** np.arange(T + 1)[:, None])  # (T+1, P)
     fit, n_boot = (10, 30), 50
-    est, lo, hi = als.fitted_rate_interval(sums, counts, fit, n_boot=n_boot, seed=0)
+    est, lo, hi = rm.fitted_rate_interval(sums, counts, fit, n_boot=n_boot, seed=0)
     assert est == pytest.approx(fitted_ratio((sums.sum(1) / counts.sum())[: fit[1] + 1], start=fit[0], floor=1e-9))
     draws = np.random.default_rng(0).integers(0, P, (n_boot, P))
     boot = []
@@ -485,10 +488,10 @@ def test_fitted_rate_interval_against_a_loop_over_resamples():
 
 def test_fitted_rate_interval_is_exact_for_a_common_rate():
     sums = np.outer(0.7 ** np.arange(31), [1.0, 3.0, 2.0])
-    est, lo, hi = als.fitted_rate_interval(sums, np.ones(3), (5, 25), n_boot=20)
+    est, lo, hi = rm.fitted_rate_interval(sums, np.ones(3), (5, 25), n_boot=20)
     assert est == pytest.approx(0.7) and lo == pytest.approx(0.7) and hi == pytest.approx(0.7)
     with pytest.raises(ValueError, match="two distances"):
-        als.fitted_rate_interval(np.zeros((31, 3)), np.ones(3), (5, 25))
+        rm.fitted_rate_interval(np.zeros((31, 3)), np.ones(3), (5, 25))
 
 
 # -- issue #25 §6: the tilt against its own null, the own-direction and twin-direction nulls, equivalence -------
@@ -527,11 +530,11 @@ def test_own_direction_test_cancels_row_and_column_effects():
     statistic the page quoted before #25, says 1 of 4), yet the permutation test finds it: p = 1/4! = 1/24."""
     rows, cols = np.array([0.0, 1.0, 2.0, 3.0]), np.array([0.0, 0.0, 0.0, 5.0])
     additive = rows[:, None] + cols[None, :]
-    t = als.own_direction_test(additive)
+    t = rd.own_direction_test(additive)
     assert (t.p, t.permutations, t.exact) == (1.0, 24, True) and t.excess == pytest.approx(0.0, abs=1e-12)
     bonus = additive + np.eye(4)
-    t = als.own_direction_test(bonus)
-    assert als.diagonal_wins(bonus) == 1 and t.wins == 1
+    t = rd.own_direction_test(bonus)
+    assert rd.diagonal_wins(bonus) == 1 and t.wins == 1
     assert t.p == pytest.approx(1 / 24) and t.excess == pytest.approx(1.0)
 
 
@@ -540,12 +543,12 @@ def test_own_direction_test_is_the_exact_permutation_share_and_monte_carlo_beyon
 
     m = np.random.default_rng(3).standard_normal((5, 5))
     sums = np.array([m[np.arange(5), list(p)].sum() for p in permutations(range(5))])
-    assert als.own_direction_test(m).p == pytest.approx((sums >= np.trace(m) - 1e-12).mean(), abs=1e-15)
+    assert rd.own_direction_test(m).p == pytest.approx((sums >= np.trace(m) - 1e-12).mean(), abs=1e-15)
     big = np.eye(9) * 10 + np.random.default_rng(4).standard_normal((9, 9)) * 0.1
-    t = als.own_direction_test(big, n_perm=999)
+    t = rd.own_direction_test(big, n_perm=999)
     assert not t.exact and t.permutations == 999 and t.p == pytest.approx(1 / 1000)
     with pytest.raises(ValueError, match="square"):
-        als.own_direction_test(np.ones((2, 3)))
+        rd.own_direction_test(np.ones((2, 3)))
 
 
 def test_foreign_direction_test_known_answers():
@@ -553,21 +556,21 @@ def test_foreign_direction_test_known_answers():
     its 1, probability 1/8 for three layers; per layer p = (1 + 1)/3. Own values above every foreign one: the
     smallest p-values, 1/(S + 1) per layer and 1/(n + 1) pooled."""
     f = np.array([[0.0, 1.0]] * 3)
-    t = als.foreign_direction_test(np.ones(3), f, n_draw=40_000, seed=1)
+    t = rd.foreign_direction_test(np.ones(3), f, n_draw=40_000, seed=1)
     assert t.p == pytest.approx(1 / 8, abs=0.01) and (t.directions, t.draws) == (2, 40_000)
     np.testing.assert_allclose(t.p_layer, 2 / 3)
     np.testing.assert_allclose(t.null_lo, 0.0) and np.testing.assert_allclose(t.null_hi, 1.0)
-    top = als.foreign_direction_test(np.full(3, 2.0), f, n_draw=999)
+    top = rd.foreign_direction_test(np.full(3, 2.0), f, n_draw=999)
     assert top.p == pytest.approx(1 / 1000) and np.allclose(top.p_layer, 1 / 3)
     with pytest.raises(ValueError, match="foreign"):
-        als.foreign_direction_test(np.ones(2), f)
+        rd.foreign_direction_test(np.ones(2), f)
 
 
 def test_cross_layer_maps_agree_with_gamma_rho_on_foreign_bases():
     rng = np.random.default_rng(8)
     ts = als.TokenStates.from_trajectories(_random_trajs(rng, P=4, T=3, d=8))
     foreign = _mixed_bases(rng, 8, [1, 2, 2, 1, 1])  # five bases of another "model"
-    maps = als.cross_layer_maps(ts, foreign)
+    maps = rd.cross_layer_maps(ts, foreign)
     assert maps.gamma.shape == maps.rho.shape == maps.tilt.shape == (3, 5)
     for s in range(5):
         df = als.gamma_rho(ts, np.broadcast_to(foreign[s], (3, 8, 2)).copy(), n_boot=0)
@@ -599,18 +602,18 @@ def test_fixed_direction_profile_equivalence_needs_power():
     level), with four one-token prompts it cannot (p_equivalent > 0.05) although the build-up does not beat
     its null either: the case the verdict before #25 read as "no build-up"."""
     B = _orthonormal(np.random.default_rng(0), 20, 1)
-    many = als.fixed_direction_profile(_isotropic(seed=3, P=200, n=10, T=3, d=20), B, m=300, n_boot=400, seed=1)
+    many = rm.fixed_direction_profile(_isotropic(seed=3, P=200, n=10, T=3, d=20), B, m=300, n_boot=400, seed=1)
     assert many.p_build_up[0] > 0.05 and many.p_equivalent[0] < 0.05
     assert many.margin[0] == pytest.approx(0.5 * als.baseline_subspace(20, 1))
     assert many.excess[0] == pytest.approx(many.build_up[0] - many.build_up_null_mid[0])
     assert many.excess_lo[0] < many.excess[0] < many.excess_hi[0]
-    few = als.fixed_direction_profile(_isotropic(seed=3, P=4, n=1, T=3, d=20), B, m=300, n_boot=400, seed=1)
+    few = rm.fixed_direction_profile(_isotropic(seed=3, P=4, n=1, T=3, d=20), B, m=300, n_boot=400, seed=1)
     assert few.p_build_up[0] > 0.05 and few.p_equivalent[0] > 0.05
 
 
 def test_gamma_rho_table_shows_the_tilts_own_test_when_the_results_carry_it():
     res = _hand_results().assign(tilt_null_lo=-0.01, tilt_null_hi=0.02, q_tilt=[0.0004, 0.5, 0.03, 1.0])
-    t = als.gamma_rho_table(res)
+    t = rp.gamma_rho_table(res)
     cols = list(t.columns)
     assert cols[cols.index("Δγₜ") + 1: cols.index("ρₜ")] == ["null 95% range of Δγₜ", "q(Δγₜ)"]
     assert t["null 95% range of Δγₜ"][0] == "[-0.0100, +0.0200]" and t["q(Δγₜ)"].tolist() == ["<0.001", "0.500",

@@ -249,7 +249,7 @@ def test_alignment_curves_follow_simulate_and_the_power_method():
 def test_one_layer_tilt_matches_alignment_stats():
     F, w = _toy(d=16, heads=2)
     v1 = spectra.principal(F).vector
-    tt = dynamics.one_layer_tilt(w, v1, n_tokens=5, n_sets=4, m=50, seed=2)
+    tt = als.one_layer_tilt(w, v1, n_tokens=5, n_sets=4, m=50, seed=2)
     ts = als.TokenStates.from_trajectories(
         [dynamics.simulate(w, toys.random_tokens(5, 16, seed=s), 1).numpy() for s in range(4)])
     null = als.random_null(ts, v1[:, None][None], m=50, seed=2).iloc[0]

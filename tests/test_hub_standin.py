@@ -26,6 +26,7 @@ from hub_standin import GATED_ID, MISSING_ID, PAPER_FAMILIES, HubStandin, build_
 from nbclient import NotebookClient
 
 from lib.chapters import real_models as rm
+from lib.models import paper
 
 _PROBE = r"""
 import json, os, sys, time
@@ -87,7 +88,7 @@ def first_loads(hub, tmp_path_factory):
 
 
 def test_the_standin_serves_exactly_the_papers_ids():
-    assert set(PAPER_FAMILIES) == {m.hub_id for m in rm.PAPER_MODELS}
+    assert set(PAPER_FAMILIES) == {m.hub_id for m in paper.PAPER_MODELS}
 
 
 def test_each_paper_id_downloads_into_the_cache_with_its_family(hub, first_loads):
@@ -168,7 +169,7 @@ def test_a_strict_run_raises_what_a_page_would_print(monkeypatch, tiny_dir):
         rm.run_paper_model(MISSING_ID, ["A prompt."], strict=True)
     msg = str(err.value)
     assert msg.startswith(f"{MISSING_ID} could not be loaded (ModelNotAvailableError)") and "HF_HUB_OFFLINE" in msg
-    assert "build stops" in msg and rm.MODEL_LIST_ENV in msg
+    assert "build stops" in msg and paper.MODEL_LIST_ENV in msg
     assert isinstance(err.value.__cause__, lib.ModelNotAvailableError)
 
     def boom(F):
@@ -186,8 +187,8 @@ def _real_model_cells() -> tuple[list, nbformat.NotebookNode]:
     nb = jupytext.read(ROOT / "book" / "03_real_models.md")
     code = [c for c in nb.cells if c.cell_type == "code"]
     upto = next(i for i, c in enumerate(code) if "texts = prompts(" in c.source)
-    real = [c for c in code if "rm.selected_models()" in c.source]
-    assert len(real) == 1, "chapter 3 should have one cell that runs rm.selected_models()"
+    real = [c for c in code if "paper.selected_models()" in c.source]
+    assert len(real) == 1, "chapter 3 should have one cell that runs paper.selected_models()"
     nb.cells = code[: upto + 1] + real
     return nb.cells, real[0]
 
@@ -208,7 +209,7 @@ def _outputs_text(cell) -> str:
 def test_chapter_3_runs_every_paper_checkpoint_from_the_hub_and_stops_on_a_missing_one(hub, tmp_path):
     cells, real = _real_model_cells()
     failing = nbformat.v4.new_code_cell(
-        f"import os\nos.environ[{rm.MODEL_LIST_ENV!r}] = 'openai-community/gpt2,{MISSING_ID}'\n" + real.source,
+        f"import os\nos.environ[{paper.MODEL_LIST_ENV!r}] = 'openai-community/gpt2,{MISSING_ID}'\n" + real.source,
         metadata={"tags": ["raises-exception"]},
     )
     nb = nbformat.v4.new_notebook(cells=[*cells, failing])
@@ -227,6 +228,6 @@ def test_chapter_3_runs_every_paper_checkpoint_from_the_hub_and_stops_on_a_missi
 
     err = errors[0][1]
     assert err.ename == "RealModelRunError"
-    assert f"Unknown model id '{MISSING_ID}'" in err.evalue and rm.MODEL_LIST_ENV in err.evalue
+    assert f"Unknown model id '{MISSING_ID}'" in err.evalue and paper.MODEL_LIST_ENV in err.evalue
     assert "build stops" in err.evalue
     assert "openai-community/gpt2: " in _outputs_text(nb.cells[-1])  # the models before it still ran

@@ -12,57 +12,59 @@ import lib
 from lib.chapters import real_models as rm
 from lib.methods import alignment as als
 from lib.methods.layer_spectra import LayerSpectra
+from lib.models import paper
+from lib.page import real_models as rp
 from lib.theory import dynamics
 
 
 def test_switch_off_selects_nothing(monkeypatch):
     monkeypatch.delenv("SPECTRAL_BOOK_REAL_MODELS", raising=False)
-    monkeypatch.setenv(rm.MODEL_LIST_ENV, "openai-community/gpt2")
-    assert rm.selected_models() == []
+    monkeypatch.setenv(paper.MODEL_LIST_ENV, "openai-community/gpt2")
+    assert paper.selected_models() == []
 
 
 def test_switch_on_selects_paper_set_or_override(monkeypatch):
     monkeypatch.setenv("SPECTRAL_BOOK_REAL_MODELS", "1")
-    monkeypatch.delenv(rm.MODEL_LIST_ENV, raising=False)
-    ids = rm.selected_models()
+    monkeypatch.delenv(paper.MODEL_LIST_ENV, raising=False)
+    ids = paper.selected_models()
     assert ids[:4] == [f"albert/albert-{s}-v2" for s in ("base", "large", "xlarge", "xxlarge")]
     assert {"google-bert/bert-base-uncased", "openai-community/gpt2", "EleutherAI/gpt-neo-125m"} <= set(ids)
-    monkeypatch.setenv(rm.MODEL_LIST_ENV, " openai-community/gpt2 , albert/albert-base-v2,")
-    assert rm.selected_models() == ["openai-community/gpt2", "albert/albert-base-v2"]
+    monkeypatch.setenv(paper.MODEL_LIST_ENV, " openai-community/gpt2 , albert/albert-base-v2,")
+    assert paper.selected_models() == ["openai-community/gpt2", "albert/albert-base-v2"]
 
 
 def test_try_load_returns_a_message_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    msg = rm.try_load("albert/albert-xxlarge-v2-does-not-exist")
+    msg = paper.try_load("albert/albert-xxlarge-v2-does-not-exist")
     assert isinstance(msg, str) and msg.startswith("⚠ albert/albert-xxlarge-v2-does-not-exist could not be loaded")
     assert "HF_HUB_OFFLINE" in msg and "SPECTRAL_BOOK_REAL_MODELS" in msg
-    assert "not a checkpoint directory" in rm.try_load("./no/such/dir")
+    assert "not a checkpoint directory" in paper.try_load("./no/such/dir")
 
 
 def test_try_load_returns_model(tiny_dir):
-    m = rm.try_load(str(tiny_dir("albert")))
+    m = paper.try_load(str(tiny_dir("albert")))
     assert isinstance(m, lib.SpectralModel) and rm.is_shared(m)
     assert rm.unique_layer_matrices(m).shape == (1, 32, 32)
-    g = rm.try_load(str(tiny_dir("gpt2")))
+    g = paper.try_load(str(tiny_dir("gpt2")))
     assert not rm.is_shared(g) and rm.unique_layer_matrices(g).shape == (2, 32, 32)
 
 
 @pytest.mark.parametrize("size, d, L, H", [("base", 768, 12, 12), ("large", 1024, 24, 16), ("xlarge", 2048, 24, 16), ("xxlarge", 4096, 12, 64)])
 def test_albert_configs_match_conventions(size, d, L, H):
-    cfg = json.loads((rm.albert_config_dir(size) / "config.json").read_text())
+    cfg = json.loads((paper.albert_config_dir(size) / "config.json").read_text())
     assert (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"]) == (d, L, H)
     assert cfg["embedding_size"] == 128 and cfg["intermediate_size"] == 4 * d and cfg["model_type"] == "albert"
     assert cfg.get("num_hidden_groups", 1) == 1 and cfg.get("inner_group_num", 1) == 1
 
 
 def test_random_albert_base_is_shared_and_labelled():
-    m = rm.random_albert("base", seed=1)
+    m = paper.random_albert("base", seed=1)
     assert m.label == "albert-base-v2 config (random init, seed 1)"
     assert (m.d_model, m.n_layers, m.n_heads) == (768, 12, 12) and rm.is_shared(m)
     F = rm.unique_layer_matrices(m)
     assert F.shape == (1, 768, 768) and F.dtype == torch.float64
     with pytest.raises(ValueError, match="ALBERT size"):
-        rm.albert_config_dir("huge")
+        paper.albert_config_dir("huge")
 
 
 def test_eigvals_table_matches_layer_spectra():
@@ -81,16 +83,16 @@ def test_simplified_states_batching_matches_per_prompt_simulation(tiny_dir):
     weights = [m.layer(t).attention for t in range(m.n_layers)]
     rng = np.random.default_rng(0)
     x0 = [rng.standard_normal((n, 32)) for n in (3, 5, 3, 4)]
-    ts = rm.simplified_states(weights, x0, label="tiny")
+    ts = als.simplified_states(weights, x0, label="tiny")
     for p, x in enumerate(x0):
         ref = dynamics.simulate(weights, torch.as_tensor(x)).numpy()
         np.testing.assert_allclose(ts.states[:, ts.prompt == p], ref, rtol=1e-12, atol=1e-13)
-    shared = rm.simplified_states(weights[0], x0[:2], steps=7)
+    shared = als.simplified_states(weights[0], x0[:2], steps=7)
     assert shared.steps == 7 and shared.n_prompts == 2 and shared.label == ""
 
 
 def test_prompt_states_marks_special_tokens(minilm):
-    H, S = rm.prompt_states(minilm, ["Hello there.", "A longer second sentence, with a comma."])
+    H, S = als.prompt_states(minilm, ["Hello there.", "A longer second sentence, with a comma."])
     assert [h.shape[0] for h in H] == [7, 7] and all(h.dtype == torch.float64 for h in H)
     assert [int(s.sum()) for s in S] == [2, 2] and [h.shape[1] for h in H] == [s.numel() for s in S]
     ts = als.TokenStates.from_trajectories(H, S)
@@ -98,15 +100,15 @@ def test_prompt_states_marks_special_tokens(minilm):
 
 
 def test_time_estimate_and_warning(monkeypatch):
-    monkeypatch.setattr(rm, "_RATES", {"eig_s": 0.05, "flop_s": 1e-10})
-    small = rm.estimate_seconds(rm.PAPER_MODELS[:1])
-    big = rm.estimate_seconds(rm.PAPER_MODELS[3:4])
+    monkeypatch.setattr(paper, "_RATES", {"eig_s": 0.05, "flop_s": 1e-10})
+    small = paper.estimate_seconds(paper.PAPER_MODELS[:1])
+    big = paper.estimate_seconds(paper.PAPER_MODELS[3:4])
     assert 0 < small < big
-    monkeypatch.setattr(rm.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(paper.torch.cuda, "is_available", lambda: False)
     with pytest.warns(UserWarning, match="estimated .* min"):
-        msg = rm.time_warning([m.hub_id for m in rm.PAPER_MODELS])
+        msg = paper.time_warning([m.hub_id for m in paper.PAPER_MODELS])
     assert "CPU only" in msg
-    assert rm.time_warning(["unknown/model"]) == "No model of the paper's set selected."
+    assert paper.time_warning(["unknown/model"]) == "No model of the paper's set selected."
 
 
 def test_summary_from_leading_eigenvalues_matches_the_full_table():
@@ -155,15 +157,15 @@ def tokenized_dir(tiny_dir, tmp_path_factory):
 
 
 def test_short_label():
-    assert rm.short_label("all-MiniLM-L6-v2 (random init, seed 1)") == "random init, seed 1"
-    assert rm.short_label("all-MiniLM-L6-v2 (trained)") == "trained"
-    assert rm.short_label("no parentheses") == "no parentheses"
+    assert rp.short_label("all-MiniLM-L6-v2 (random init, seed 1)") == "random init, seed 1"
+    assert rp.short_label("all-MiniLM-L6-v2 (trained)") == "trained"
+    assert rp.short_label("no parentheses") == "no parentheses"
 
 
 @pytest.mark.parametrize("random_init", [False, True])
 def test_layer_varying_one_row_per_layer_and_source(tokenized_dir, random_init):
     m = lib.load_model(str(tokenized_dir("bert")), random_init=random_init, seed=3)
-    H, S = rm.prompt_states(m, TEXTS)
+    H, S = als.prompt_states(m, TEXTS)
     eb = als.eigen_bases(m.layer_matrices())
     out = rm.layer_varying(m, H, S, eb, n_null=20)
     res, null, states = out  # unpacks like a tuple
@@ -219,12 +221,12 @@ def test_layer_range_and_overview_row_on_hand_made_frames():
     pooled = rm.layer_range(pd.concat([res, res.assign(rho=res.rho + 0.1)]), "simplified")  # repeated index
     assert (pooled.rho_min, pooled.rho_max, pooled.rho_min_layer, pooled.layers) == (0.3, pytest.approx(0.7), 2, 6)
     assert pooled.gamma_beat == (1, 3, 1, 3)
-    row = rm.overview_row("M (trained)", res, "real forward pass")
+    row = rp.overview_row("M (trained)", res, "real forward pass")
     assert row["model"] == "M (trained)" and row["trajectories"] == "real forward pass"
     assert row["mean γₜ / chance"] == pytest.approx(4.0) and row["mean Δγₜ"] == pytest.approx(0.02)
     assert row["mean ρₜ"] == pytest.approx(1.4 / 3)
     assert row["layers where γₜ beats its null"] == "1, 3" and row["layers where ρₜ beats its null"] == "3"
-    assert rm.overview_row("M", _results("trained", [1.0], [0.5]), "simplified")["layers where ρₜ beats its null"] == "none"
+    assert rp.overview_row("M", _results("trained", [1.0], [0.5]), "simplified")["layers where ρₜ beats its null"] == "none"
 
 
 @pytest.mark.parametrize("trained_gamma, trained_rho, where_g, where_r, learned", [
@@ -260,16 +262,16 @@ def test_shared_run_rows_fit_a_known_rate():
         pd.DataFrame({"step": steps, "target": "v₁", "alignment": 1 - 0.5 * 0.8**steps, "distance": dist, "rate": 0.75}),
         pd.DataFrame({"step": steps, "target": "span{v₁, v₂}", "alignment": 1.0, "distance": 0.3 * 0.5**steps, "rate": 0.4}),
     ], ignore_index=True)
-    rows = rm.shared_run_rows(conv, label="M (random init, seed 0)", layer=2)
+    rows = rp.shared_run_rows(conv, label="M (random init, seed 0)", layer=2)
     assert [r["target"] for r in rows] == ["v₁", "span{v₁, v₂}"]
     r = rows[0]
     assert r["model"] == "random init, seed 0" and r["layer iterated"] == 2 and r["predicted rate r"] == 0.75
     assert r["fitted rate (steps 20–50)"] == pytest.approx(0.8, rel=1e-9)
     assert r["alignment at step 0"] == 0.5 and r["alignment at step 60"] == pytest.approx(1 - 0.5 * 0.8**60)
-    table = pd.DataFrame(rows + rm.shared_run_rows(conv, label="M (trained)", layer=2, fit=(10, 30)))
-    assert rm.shared_run_row(table, "M (random init, seed 0)", 2)["target"] == "v₁"
+    table = pd.DataFrame(rows + rp.shared_run_rows(conv, label="M (trained)", layer=2, fit=(10, 30)))
+    assert rp.shared_run_row(table, "M (random init, seed 0)", 2)["target"] == "v₁"
     with pytest.raises(KeyError, match="no shared run"):
-        rm.shared_run_row(table, "M (trained)", 1)
+        rp.shared_run_row(table, "M (trained)", 1)
 
 
 def test_run_paper_model_unloadable_gives_the_message(monkeypatch):
@@ -331,7 +333,7 @@ def test_random_init_twin_of_a_config_folder(tokenized_dir):
 
 
 def test_albert_config_sizes_and_overrides():
-    c = rm.albert_config("xxlarge", vocab_size=30522)
+    c = paper.albert_config("xxlarge", vocab_size=30522)
     assert (c.hidden_size, c.intermediate_size, c.embedding_size, c.vocab_size) == (4096, 16384, 128, 30522)
     with pytest.raises(ValueError, match="ALBERT size"):
-        rm.albert_config("huge")
+        paper.albert_config("huge")

@@ -12,17 +12,20 @@ import pytest
 
 import lib
 from lib.chapters import real_models as rm
+from lib.chapters import real_models_directions as rd
 from lib.methods import alignment as als
+from lib.models import paper
+from lib.page import real_models as rp
 
 TEXTS = ["hello there.", "a longer second sentence, with a comma.", "abc", "the third one is short."]
 
 
 # -- words -------------------------------------------------------------------------------------------------
 def test_layer_list_reads_as_english():
-    assert rm.layer_list(()) == "no layer"
-    assert rm.layer_list((3,)) == "layer 3"
-    assert rm.layer_list((1, 2)) == "layers 1 and 2"
-    assert rm.layer_list((1, 2, 4, 5, 6)) == "layers 1, 2, 4, 5 and 6"
+    assert rp.layer_list(()) == "no layer"
+    assert rp.layer_list((3,)) == "layer 3"
+    assert rp.layer_list((1, 2)) == "layers 1 and 2"
+    assert rp.layer_list((1, 2, 4, 5, 6)) == "layers 1, 2, 4, 5 and 6"
 
 
 @pytest.mark.parametrize("n_trained, n_twins, verdict", [
@@ -40,17 +43,17 @@ def test_beat_phrase_counts_layers_of_trained_and_twins():
     r = rm.LayerRange(6, 1.0, 2.0, 0.3, 0.8, 2, gamma_beat=(1, 2, 4), rho_beat=(5,))
     c = rm.TwinComparison("simplified", 1.5, (1.2,), "above", 0.6, (0.5,), "above",
                           twin_gamma_beat=(0, 1, 3), twin_rho_beat=(0, 0, 0))
-    assert rm.beat_phrase(r, c, "gamma") == "3 of 6 layers (trained) vs 0, 1, 3 (twins)"
-    assert rm.beat_phrase(r, c, "rho") == "1 of 6 layers (trained) vs 0, 0, 0 (twins)"
+    assert rp.beat_phrase(r, c, "gamma") == "3 of 6 layers (trained) vs 0, 1, 3 (twins)"
+    assert rp.beat_phrase(r, c, "rho") == "1 of 6 layers (trained) vs 0, 0, 0 (twins)"
     with pytest.raises(ValueError, match="metric"):
-        rm.beat_phrase(r, c, "tilt")
+        rp.beat_phrase(r, c, "tilt")
 
 
 def test_table_formats_give_one_precision_per_quantity():
     cols = ["model", "predicted rate r", "fitted rate (steps 20–50)", "fitted rate 95% CI", "alignment at step 0",
             "alignment at step 60", "mean γₜ / chance", "mean Δγₜ", "mean ρₜ", "γₜ / chance", "ρₜ", "tokens",
             "γₜ / chance 95% CI", "ρₜ 95% CI"]
-    fmt = rm.table_formats(cols)
+    fmt = rp.table_formats(cols)
     assert fmt["predicted rate r"] == fmt["fitted rate (steps 20–50)"] == "{:.3f}"  # as the CI text (3 decimals)
     assert fmt["alignment at step 0"] == fmt["alignment at step 60"] == "{:.4f}"
     assert fmt["mean γₜ / chance"] == fmt["γₜ / chance"] == "{:.2f}"  # as "[1.03, 1.16]"
@@ -80,7 +83,7 @@ def test_gamma_rho_glue_on_hand_made_frames():
     tr = rm.Analysis(_Model(), None, trained, trained, {})
     tws = [rm.Analysis(_Model(s), None, _frame(f"random init s{s}", [1.0, 4.0, 1.0], [0.5, 0.25, 0.5],
                                                [1.0, 0.01, 1.0], [1.0, 1.0, 1.0]), None, {}) for s in (0, 1)]
-    g = rm.gamma_rho_glue(tr, tws, "simplified")
+    g = rp.gamma_rho_glue(tr, tws, "simplified")
     assert g["ratio_range"] == "1.50–3.00" and g["rho_range"] == "0.50–0.88"
     assert (g["g_beat"], g["g_beat_layers"], g["r_beat"], g["r_beat_layers"]) == (2, "layers 1 and 2", 2,
                                                                                      "layers 1 and 3")
@@ -92,7 +95,7 @@ def test_gamma_rho_glue_on_hand_made_frames():
     assert g["null_verdict"].endswith("for both γₜ and ρₜ")
     tws[0] = rm.Analysis(_Model(0), None, _frame("random init s0", [1.0] * 3, [0.5] * 3, [0.01] * 3, [1.0] * 3),
                          None, {})
-    assert rm.gamma_rho_glue(tr, tws, "simplified")["null_verdict"].endswith("for ρₜ only")
+    assert rp.gamma_rho_glue(tr, tws, "simplified")["null_verdict"].endswith("for ρₜ only")
 
 
 def _profile(who, source, build_up, p, ratio_last, null_last):
@@ -111,12 +114,12 @@ def test_build_up_glue_reads_the_trained_row_and_the_twins():
         _profile("random init s0", "simplified", -0.0037, 0.6, 1.0, (0.7, 1.4)),
         _profile("random init s1", "simplified", -0.0408, 0.9, 1.0, (0.7, 1.4)),
     ], ignore_index=True)
-    sim = rm.build_up_glue(profiles, "simplified", n_layers=3)  # depth L−1 = step 2
+    sim = rp.build_up_glue(profiles, "simplified", n_layers=3)  # depth L−1 = step 2
     assert sim.values == {"build": "+0.0154 [+0.0054, +0.0254]", "tw_build": "-0.0037, -0.0408",
                           "last_ratio": "1.10 [0.90, 1.20]", "last_null": "0.73–1.44",
                           "build_null": "-0.0200 to +0.0300", "build_p": "0.142"}
     assert sim.last_inside and not sim.beats_null
-    real = rm.build_up_glue(profiles, "real forward pass", n_layers=3)
+    real = rp.build_up_glue(profiles, "real forward pass", n_layers=3)
     assert not real.last_inside and real.beats_null and real.values["tw_build"] == ""
 
 
@@ -143,35 +146,35 @@ def tiny_pair(tiny_dir, tmp_path_factory):
 
 def test_shared_layer_runs_iterate_each_layer_of_each_model(tiny_pair):
     trained, twin = tiny_pair
-    H, S = rm.prompt_states(trained, TEXTS)
+    H, S = als.prompt_states(trained, TEXTS)
     x0 = [h[0] for h in H]
     eb = als.eigen_bases(trained.layer_matrices())
     runs = rm.shared_layer_runs([trained, twin], x0, S, steps=12, layers=(0, 1), anchor=4, fit=(4, 10),
                                 bases=[eb, None])
     assert [(r.series, r.layer) for r in runs] == [("trained", 1), ("trained", 2), ("random init, seed 3", 1),
                                                    ("random init, seed 3", 2)]
-    ts = rm.simplified_states(twin.layer(1).attention, x0, steps=12, special=S)
-    ref = als.shared_convergence(ts.select("content"), als.eigen_bases(twin.layer_matrices()).layer(1), anchor=4,
+    ts = als.simplified_states(twin.layer(1).attention, x0, steps=12, special=S)
+    ref = rm.shared_convergence(ts.select("content"), als.eigen_bases(twin.layer_matrices()).layer(1), anchor=4,
                                  fit=(4, 10))
     pd.testing.assert_frame_equal(runs[3].convergence, ref)
     frame = rm.shared_runs_frame(runs)
     assert len(frame) == sum(len(r.convergence) for r in runs)
     assert frame.groupby(["series", "layer iterated"]).size().size == 4
-    table = rm.shared_runs_table(runs, fit=(4, 10))
+    table = rp.shared_runs_table(runs, fit=(4, 10))
     assert len(table) == 8 and "fitted rate (steps 4–10)" in table
-    assert rm.shared_run_row(table, twin.label, 2)["model"] == "random init, seed 3"
+    assert rp.shared_run_row(table, twin.label, 2)["model"] == "random init, seed 3"
 
 
 def test_analyse_overview_special_tokens_and_depth_profiles(tiny_pair):
     trained, twin = tiny_pair
-    H, S = rm.prompt_states(trained, TEXTS)
+    H, S = als.prompt_states(trained, TEXTS)
     eb = als.eigen_bases(trained.layer_matrices())
     tr = rm.analyse(trained, TEXTS, n_null=20, H=H, S=S, bases=eb)
     tw = rm.analyse(twin, TEXTS, n_null=20)
     ref = rm.layer_varying(trained, H, S, eb, n_null=20)
     pd.testing.assert_frame_equal(tr.results, ref.results)
     assert tr.who == "trained" and tw.who == "random init s3" and tr.bases is eb
-    over = rm.overview_table([tr, tw])
+    over = rp.overview_table([tr, tw])
     assert over.model.tolist() == [trained.label] * 2 + [twin.label] * 2
     assert over.trajectories.tolist() == list(rm.TRAJECTORIES) * 2
     special = rm.special_token_results(tr)
@@ -181,13 +184,13 @@ def test_analyse_overview_special_tokens_and_depth_profiles(tiny_pair):
     profiles = rm.depth_profiles([tr, tw], m=10)
     assert profiles.variant.unique().tolist() == [f"{w} · {s}" for w in ("trained", "random init s3")
                                                   for s in rm.TRAJECTORIES]
-    one = als.fixed_direction_profile(tw.states["real forward pass"].select("content"), tw.bases.v1[-1], m=10)
+    one = rm.fixed_direction_profile(tw.states["real forward pass"].select("content"), tw.bases.v1[-1], m=10)
     got = profiles[profiles.variant == "random init s3 · real forward pass"].drop(columns=["variant", "who", "source"])
     pd.testing.assert_frame_equal(got.reset_index(drop=True), one)
 
 
 def test_random_albert_spectra_leading_eigenvalues_agree_with_the_full_eig(monkeypatch):
-    monkeypatch.setitem(rm.ALBERT_SIZES, "tiny", dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4))
+    monkeypatch.setitem(paper.ALBERT_SIZES, "tiny", dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4))
     out = rm.random_albert_spectra(seed=1, full=("tiny",), leading=("tiny",), k=4)
     full, top = out.table.iloc[0], out.table.iloc[1]
     assert out.table.layer.tolist() == ["shared", "shared"] and out.table.d.tolist() == [64, 64]
@@ -198,21 +201,21 @@ def test_random_albert_spectra_leading_eigenvalues_agree_with_the_full_eig(monke
 
 
 def test_paper_models_table_and_offline_message():
-    t = rm.paper_models_table()
-    assert list(t.columns) == ["hub id", "d", "layers", "shared weights"] and len(t) == len(rm.PAPER_MODELS)
-    msg = rm.offline_message()
-    assert msg.startswith("Offline build") and all(m.hub_id in msg for m in rm.PAPER_MODELS)
-    assert rm.best_device() in ("cpu", "cuda")
+    t = rp.paper_models_table()
+    assert list(t.columns) == ["hub id", "d", "layers", "shared weights"] and len(t) == len(paper.PAPER_MODELS)
+    msg = rp.offline_message()
+    assert msg.startswith("Offline build") and all(m.hub_id in msg for m in paper.PAPER_MODELS)
+    assert paper.best_device() in ("cpu", "cuda")
 
 
 # -- issue #25 §6: the own-direction verdicts of LA7/LA8 and the equivalence verdict of LA9 ------------------------
 def _tests(who, beat, own_p, foreign_p=None):
     """A hand-made DirectionTests: the same layers and p-values for every statistic."""
-    own = als.OwnDirectionTest(0.1, own_p, 3, 720, True)
-    fore = None if foreign_p is None else als.ForeignDirectionTest(np.ones(6), np.zeros(6), np.zeros(6),
+    own = rd.OwnDirectionTest(0.1, own_p, 3, 720, True)
+    fore = None if foreign_p is None else rd.ForeignDirectionTest(np.ones(6), np.zeros(6), np.zeros(6),
                                                                    np.ones(6), foreign_p, 18, 20_000)
-    keys = rm.DIRECTION_STATISTICS
-    return rm.DirectionTests(who, who, {k: beat for k in keys}, {k: own for k in keys}, {k: fore for k in keys})
+    keys = rd.DIRECTION_STATISTICS
+    return rd.DirectionTests(who, who, {k: beat for k in keys}, {k: own for k in keys}, {k: fore for k in keys})
 
 
 @pytest.mark.parametrize("trained, twins, verdict", [
@@ -227,7 +230,7 @@ def _tests(who, beat, own_p, foreign_p=None):
     (_tests("trained", (1, 2), 0.001, 0.001), [_tests("t0", (1, 2, 3), 0.4)], "partly reproduced"),
 ])
 def test_direction_verdict(trained, twins, verdict):
-    assert rm.direction_verdict([trained, *twins], ("gamma", "tilt"), 6) == verdict
+    assert rd.direction_verdict([trained, *twins], ("gamma", "tilt"), 6) == verdict
 
 
 def test_direction_verdict_intersects_the_statistics():
@@ -264,20 +267,20 @@ def test_build_up_verdict_reads_no_evidence_as_inconclusive():
 def test_direction_tests_on_a_tiny_checkpoint(tiny_pair):
     trained, twin = tiny_pair
     tr, tw = rm.analyse(trained, TEXTS, n_null=20), rm.analyse(twin, TEXTS, n_null=20)
-    tests = rm.direction_tests(tr, [tw])
+    tests = rd.direction_tests(tr, [tw])
     assert [t.who for t in tests] == ["trained", "random init s3"]
     assert tests[1].foreign["gamma"] is None and tests[0].foreign["gamma"].directions == twin.n_layers
     sim = rm.select_source(tr.results, "simplified")
     np.testing.assert_allclose(tests[0].foreign["gamma"].observed, sim.gamma_ratio, rtol=1e-12)
     np.testing.assert_allclose(tests[0].foreign["tilt"].observed, sim.tilt / sim.chance, rtol=1e-10)
-    table = rm.direction_table(tests)
-    assert len(table) == 2 * len(rm.DIRECTION_STATISTICS) and table["p, own vs twins' v₁"].iloc[-1] == "—"
+    table = rp.direction_table(tests)
+    assert len(table) == 2 * len(rd.DIRECTION_STATISTICS) and table["p, own vs twins' v₁"].iloc[-1] == "—"
 
 
 def test_direction_glue_reads_the_trained_model_and_counts_the_twins():
     tr = _tests("trained", (1, 2, 4), 0.0004, 0.002)
     tr.beat["tilt"] = (2, 4, 5)
-    g = rm.direction_glue([tr, _tests("t0", (1,), 0.01), _tests("t1", (1, 2), 0.3)], 6)
+    g = rp.direction_glue([tr, _tests("t0", (1,), 0.01), _tests("t1", (1, 2), 0.3)], 6)
     assert (g["own_p_gamma"], g["twin_p_rho"], g["wins_tilt"], g["excess_gamma"]) == ("p < 0.001", "p = 0.002", 3,
                                                                                       "+0.10")
     assert (g["la7_layers"], g["la7_n"], g["la7_twins"]) == ("layers 2 and 4", 2, "1, 0")  # t1 fails its own test
@@ -285,9 +288,9 @@ def test_direction_glue_reads_the_trained_model_and_counts_the_twins():
 
 
 def test_build_up_summary_groups_the_sources_by_status():
-    got = rm.build_up_summary({"A": "none", "B": "none", "C": "none", "D": "builds up"})
+    got = rp.build_up_summary({"A": "none", "B": "none", "C": "none", "D": "builds up"})
     assert got == "within its margin of the null (no build-up) in A, B and C; beyond its null in D"
-    assert rm.build_up_summary({"A": "inconclusive"}).startswith("neither beyond its null nor shown")
+    assert rp.build_up_summary({"A": "inconclusive"}).startswith("neither beyond its null nor shown")
 
 
 def test_batched_prompt_states_agree_with_one_pass_per_text(tiny_pair):
@@ -295,8 +298,8 @@ def test_batched_prompt_states_agree_with_one_pass_per_text(tiny_pair):
     one-text pass to float32 rounding, in the texts' order, special masks included."""
     trained, _ = tiny_pair
     texts = [*TEXTS, "hello there.", "abd"]  # two pairs of equal length
-    H, S = rm.prompt_states(trained, texts)
-    Hb, Sb = rm.prompt_states(trained, texts, batched=True)
+    H, S = als.prompt_states(trained, texts)
+    Hb, Sb = als.prompt_states(trained, texts, batched=True)
     assert len(Hb) == len(texts) and [h.shape for h in Hb] == [h.shape for h in H]
     for a, b in zip(H, Hb):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-5)

@@ -1,230 +1,115 @@
-"""Real-model experiments (chapter 3): the paper's model list, the switch, safe loading, data collection.
+"""Chapter 3's analysis (``book/03_real_models.md``): real models and their random-init twins, section by section.
 
-* :data:`PAPER_MODELS` lists the checkpoints of the paper [paper: the families and the four ALBERT
-  sizes; v2, cased/uncased and the GPT sizes are ours: the paper does not name them; chapter 3, section 3.5].
-* :func:`selected_models` is the one switch: nothing unless ``SPECTRAL_BOOK_REAL_MODELS=1``
-  (:func:`lib.real_models_enabled`); then the paper's list, or the comma-separated ids in
-  ``SPECTRAL_BOOK_CH3_MODELS`` if that is set (to run a subset).
-* :func:`try_load` returns the model, or a message string that a page can print before moving on.
-* :func:`random_albert` builds a random-initialised ALBERT v2 of any of the four sizes offline (only a
-  ``config.json`` is written; no weights are downloaded): the architecture-only control.
-* :func:`prompt_states` and :func:`simplified_states` collect token trajectories as
-  :class:`lib.methods.alignment.TokenStates`, from the real forward pass or from the simplified
-  FFN-free layer of :mod:`lib.theory.dynamics` (a thin wrapper that batches prompts of equal length).
-* :func:`shared_run_rows` / :func:`shared_run_row`: the summary of iterating one shared layer
-  (predicted and fitted rates, alignment) and the lookup of one run's principal target.
-* :func:`layer_varying` computes γ_t / ρ_t with intervals, chance levels and each layer's own null test
-  (random subspaces of the layer's basis dimension, BH across layers) for the simplified model and the
-  real forward pass; :func:`layer_range`, :func:`overview_row` and
-  :func:`compare_to_twins` reduce its tables to the numbers a page reports (trained vs random init).
-* :func:`run_paper_model` runs the whole analysis of one of the paper's checkpoints and returns data,
-  or a message if the checkpoint cannot be loaded or analysed; with ``strict=True`` (chapter 3 with the
-  switch on: the publishing build) it raises :class:`lib.errors.RealModelRunError` instead.
-* :func:`estimate_seconds` / :func:`time_warning`: a calibrated estimate of the run time, and a warning
-  before a long CPU run.
-* Chapter 3 section by section: :func:`random_albert_spectra` (3.1), :func:`shared_layer_runs` and its
-  frame and table (3.2), :func:`analyse` (one model's γ_t / ρ_t with nulls), :func:`depth_profiles`,
-  :func:`special_token_results` (3.3), :func:`overview_table` (3.4), :func:`offline_message` (3.5); the
-  prose's numbers and words: :func:`gamma_rho_glue`, :func:`build_up_glue`, :func:`layer_list`,
-  :func:`beat_phrase`, :func:`twin_verdict`; one precision per quantity in its tables: :func:`table_formats`.
+What the chapter computes, as frames and verdicts; its charts, tables and the words of its prose are
+:mod:`lib.page.real_models`, the own-direction tests of LA7 and LA8 :mod:`lib.chapters.real_models_directions`,
+the paper's checkpoint list, the real-model switch and safe loading :mod:`lib.models.paper`, and the statistics
+chapters 1, 3 and 6 share (token states, eigen-bases, γ_t / ρ_t, their random-subspace nulls)
+:mod:`lib.methods.alignment`.
+
+* 3.1, spectra: :func:`is_shared` and :func:`unique_layer_matrices` (``(1, d, d)`` for a shared layer, else
+  ``(L, d, d)``), :func:`eigvals_table` / :func:`summary_from_eigvals` (one summary row per layer),
+  :func:`eigen_bases_table` and :func:`random_albert_spectra` (ALBERT v2 at random initialization, offline).
+* 3.2, one shared layer iterated: :func:`shared_convergence` (distance of the tokens to ``v₁`` or its plane and to
+  ``span{v₁, v₂}`` per step, against the power-method prediction ``C r^t``) with :func:`fitted_rate_interval`
+  (the fitted rate and its bootstrap interval over prompts); :func:`shared_layer_runs` runs them
+  (:class:`SharedRun`) and :func:`shared_runs_frame` stacks them for a chart.
+* 3.3, layer-varying models: :func:`layer_varying` computes γ_t / ρ_t with intervals, chance levels and each layer's
+  own null test (random subspaces of the layer's basis dimension, BH across layers, :data:`FDR`) for the two
+  trajectory sources of :data:`TRAJECTORIES` (the simplified model and the real forward pass); :func:`analyse`
+  wraps it per model (:class:`Analysis`), :func:`special_token_results` restricts it to ``[CLS]``/``[SEP]``;
+  :func:`layer_range`, :func:`null_range`, :func:`compare_to_twins` and :func:`range_position` reduce its tables
+  to the numbers a page reports (trained vs random init). The build-up toward one direction with depth (LA9):
+  :func:`fixed_direction_profile` (with its equivalence test) and :func:`depth_profiles`.
+* Verdict rules: :func:`twin_verdict`, :func:`build_up_status`, :func:`build_up_verdict` and
+  :func:`combine_verdicts` (level :data:`ALPHA`).
+* 3.5, the paper's checkpoints: :func:`run_paper_model` runs the whole analysis of one checkpoint and returns
+  :class:`PaperModelRun`, or a message if it cannot be loaded or analysed; with ``strict=True`` (chapter 3 with
+  the switch on: the publishing build) it raises :class:`lib.errors.RealModelRunError` instead.
+
+Conventions: token states are :class:`lib.methods.alignment.TokenStates` (``(T+1, N, d)`` float64, prompts
+concatenated along the token axis); layers are 1-based in every table; a result row's ``variant`` is
+``"<who> · <source>"`` with ``who`` ``"trained"`` or ``"random init s<seed>"``.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
-import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 import torch
 
-from lib.config import REAL_MODELS_ENV, real_models_enabled
-from lib.errors import RealModelRunError, SpectralBookError
+from lib.config import REAL_MODELS_ENV
+from lib.errors import RealModelRunError
 from lib.linalg import spectra
-from lib.linalg.power import fitted_ratio
+from lib.linalg.power import distance_to_subspace
 from lib.methods import alignment as als
-from lib.methods.alignment import EigenBases, TokenStates
+from lib.methods.alignment import (
+    EigenBases,
+    TokenStates,
+    baseline_subspace,
+    basis_dims,
+    prompt_states,
+    prompt_sums,
+    random_subspaces,
+    simplified_states,
+    step_alignment,
+)
 from lib.methods.layer_spectra import summary_table
 from lib.models import load_model
+from lib.models.paper import MODEL_LIST_ENV, load_failure_message, random_albert
 from lib.models.twins import series_label
-from lib.theory import dynamics
+from lib.stats import bootstrap_draws, bootstrap_ratio, empirical_p, equivalence_test
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
 __all__ = [
-    "ALBERT_SIZES",
     "ALPHA",
-    "DIRECTION_STATISTICS",
-    "DirectionTests",
-    "build_up_status",
-    "build_up_summary",
-    "build_up_verdict",
-    "combine_verdicts",
-    "direction_glue",
-    "direction_table",
-    "direction_tests",
-    "direction_verdict",
     "FDR",
-    "MODEL_LIST_ENV",
     "NULL_TEST_COLUMNS",
-    "PAPER_MODELS",
     "TRAJECTORIES",
     "AlbertSpectra",
     "Analysis",
-    "BuildUp",
     "LayerRange",
     "LayerVarying",
-    "ModelSpec",
+    "NullRange",
     "PaperModelRun",
     "SharedRun",
     "TwinComparison",
-    "albert_config",
-    "albert_config_dir",
     "analyse",
-    "beat_phrase",
-    "best_device",
-    "build_up_glue",
-    "build_up_text",
+    "build_up_status",
+    "build_up_verdict",
+    "combine_verdicts",
     "compare_to_twins",
     "depth_profiles",
     "eigen_bases_table",
     "eigvals_table",
-    "estimate_seconds",
-    "gamma_rho_glue",
+    "fitted_rate_interval",
+    "fixed_direction_profile",
     "is_shared",
-    "layer_list",
     "layer_range",
     "layer_varying",
-    "offline_message",
-    "p_phrase",
-    "overview_row",
-    "overview_table",
-    "paper_models_table",
-    "prompt_states",
-    "random_albert",
+    "layers_where",
+    "null_range",
     "random_albert_spectra",
+    "range_position",
     "run_paper_model",
     "select_source",
-    "selected_models",
     "series_label",
+    "shared_convergence",
     "shared_layer_runs",
-    "shared_run_row",
-    "shared_run_rows",
     "shared_runs_frame",
-    "shared_runs_table",
-    "short_label",
-    "simplified_states",
     "special_token_results",
     "summary_from_eigvals",
-    "table_formats",
-    "time_warning",
-    "try_load",
     "twin_verdict",
     "unique_layer_matrices",
 ]
 
-MODEL_LIST_ENV = "SPECTRAL_BOOK_CH3_MODELS"
-"""Optional comma-separated hub ids that replace the paper's list when the real-model switch is on."""
 
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """One checkpoint of the paper's set and the sizes needed for a time estimate (public configs)."""
-
-    hub_id: str
-    d: int
-    n_layers: int
-    shared: bool
-    params_m: float  # parameters of the base model, millions (for the forward-pass estimate)
-
-
-PAPER_MODELS: tuple[ModelSpec, ...] = (
-    ModelSpec("albert/albert-base-v2", 768, 12, True, 11.7),
-    ModelSpec("albert/albert-large-v2", 1024, 24, True, 17.7),
-    ModelSpec("albert/albert-xlarge-v2", 2048, 24, True, 58.7),
-    ModelSpec("albert/albert-xxlarge-v2", 4096, 12, True, 222.6),
-    ModelSpec("google-bert/bert-base-uncased", 768, 12, False, 109.5),
-    ModelSpec("openai-community/gpt2", 768, 12, False, 124.4),
-    ModelSpec("EleutherAI/gpt-neo-125m", 768, 12, False, 125.2),
-)
-"""The paper's models [paper: families and ALBERT sizes; exact variants ours]."""
-
-ALBERT_SIZES: dict[str, dict[str, int]] = {
-    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12),
-    "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16),
-    "xlarge": dict(hidden_size=2048, num_hidden_layers=24, num_attention_heads=16),
-    "xxlarge": dict(hidden_size=4096, num_hidden_layers=12, num_attention_heads=64),
-}
-"""ALBERT v2 sizes (the four of the paper, in v2 [ours]); every size has ``embedding_size = 128`` and FFN ``4 d``."""
-
-
-# -- the switch and loading ---------------------------------------------------------------------------
-def selected_models() -> list[str]:
-    """Hub ids the chapter should load: ``[]`` offline (the default), else the paper's set or the override."""
-    if not real_models_enabled():
-        return []
-    override = os.environ.get(MODEL_LIST_ENV, "").strip()
-    if override:
-        return [name.strip() for name in override.split(",") if name.strip()]
-    return [m.hub_id for m in PAPER_MODELS]
-
-
-def try_load(name: str, **kwargs: Any) -> Any:
-    """:func:`lib.load_model` that never raises: the model, or a one-paragraph message saying why not.
-
-    The message names the model and keeps the loader's own advice (network, cache, gating, memory), so
-    a page can print it and carry on with the next model.
-    """
-    try:
-        return load_model(name, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - any failure becomes a message on the page
-        return _load_failure(name, exc)
-
-
-def _load_failure(name: str, exc: BaseException) -> str:
-    """``"⚠ <name> could not be loaded (<error type>): <message>"``; a type ``lib`` did not raise is "unexpected"."""
-    kind = type(exc).__name__ if isinstance(exc, SpectralBookError) else f"unexpected {type(exc).__name__}"
-    return f"⚠ {name} could not be loaded ({kind}): {exc}"
-
-
-_CONFIG_ROOT: Path | None = None
-
-
-def albert_config(size: str, **overrides: Any):
-    """The ``AlbertConfig`` of ALBERT v2 ``size`` (embedding 128, ``d_ff = 4d``), with ``overrides``."""
-    from transformers import AlbertConfig
-
-    if size not in ALBERT_SIZES:
-        raise ValueError(f"ALBERT size must be one of {sorted(ALBERT_SIZES)}, got {size!r}")
-    h = ALBERT_SIZES[size]["hidden_size"]
-    return AlbertConfig(**{**ALBERT_SIZES[size], "embedding_size": 128, "intermediate_size": 4 * h, **overrides})
-
-
-def albert_config_dir(size: str) -> Path:
-    """A folder holding only the ``config.json`` of ALBERT v2 ``size`` (created once per process)."""
-    global _CONFIG_ROOT
-    config = albert_config(size)  # validates the size
-    if _CONFIG_ROOT is None:
-        _CONFIG_ROOT = Path(tempfile.mkdtemp(prefix="spectral-book-albert-"))
-    folder = _CONFIG_ROOT / f"albert-{size}-v2 config"
-    if not (folder / "config.json").is_file():
-        config.save_pretrained(folder)
-    return folder
-
-
-def random_albert(size: str, seed: int = 0) -> SpectralModel:
-    """ALBERT v2 ``size`` at random initialization (seeded), offline. Its label names the size and seed."""
-    return load_model(str(albert_config_dir(size)), random_init=True, seed=seed)
-
-
-# -- spectra ------------------------------------------------------------------------------------------
+# -- spectra (section 3.1) -----------------------------------------------------------------------------------
 def is_shared(model: SpectralModel) -> bool:
     """Whether every layer runs the same block (ALBERT v2: one shared layer)."""
     return len({id(b) for b in model.blocks}) == 1
@@ -263,122 +148,179 @@ def eigen_bases_table(eb: EigenBases, label: str) -> pd.DataFrame:
                          "gap ratio": eb.gap_ratio, "span{v1,v2} ratio": eb.subspace_ratio})
 
 
-def short_label(label: str) -> str:
-    """The part of a model label in parentheses, for table cells (figures keep the full label).
+class AlbertSpectra(NamedTuple):
+    """What :func:`random_albert_spectra` returns.
 
-    ``"all-MiniLM-L6-v2 (random init, seed 1)"`` → ``"random init, seed 1"``; a label without
-    parentheses comes back unchanged.
+    Attributes:
+        table: one :func:`summary_from_eigvals` row per size (``layer`` is ``"shared"``), in the order computed.
+        leading: labels of the sizes of which only the leading ``k`` eigenvalues were computed.
+        residual: the largest residual of those leading eigenpairs (:func:`lib.linalg.topk_eig.topk_eig`).
     """
-    return label.split("(", 1)[-1].rstrip(")")
+
+    table: pd.DataFrame
+    leading: tuple[str, ...]
+    residual: float
 
 
-# -- token trajectories ---------------------------------------------------------------------------------
-def prompt_states(model: SpectralModel, texts: Sequence[str], *, batched: bool = False
-                  ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Real forward passes: the residual stream ``(L+1, n_p, d)`` float64 and the special-token mask of each text.
+def random_albert_spectra(seed: int = 0, *, full: Sequence[str] = ("base", "large", "xlarge"),
+                          leading: Sequence[str] = ("xxlarge",), k: int = 4) -> AlbertSpectra:
+    """The shared layer's spectrum of ALBERT v2 at random initialization, one size after the other (offline).
 
-    ``batched=True`` runs the texts of equal token length together (:meth:`SpectralModel.hidden_states_batch`:
-    one pass per distinct length, several times faster on a CPU; equal to the one-text passes to float32
-    rounding, not bitwise).
+    The sizes in ``full`` get all their eigenvalues (float64 LAPACK, :func:`eigvals_table`); those in
+    ``leading`` (xxlarge, ``d = 4096``, whose full eig would dominate a CPU build) only the ``k`` leading ones
+    by the block Krylov–Schur solver of :func:`lib.linalg.topk_eig.topk_eig` (float64 Rayleigh–Ritz), which is enough
+    for the gap ratio (:func:`lib.methods.layer_spectra.summary_table`). Each model is freed before the next loads.
     """
-    encs = [model.encode(t) for t in texts]
-    specials = [e["special"] for e in encs]
-    if not batched:
-        return model.hidden_states(list(texts), progress=False), specials
-    by_len: dict[int, list[int]] = {}
-    for p, e in enumerate(encs):
-        by_len.setdefault(len(e["input_ids"]), []).append(p)
-    states: list[Any] = [None] * len(encs)
-    for idx in by_len.values():
-        out = model.hidden_states_batch(torch.stack([encs[p]["input_ids"] for p in idx]))
-        for b, p in enumerate(idx):
-            states[p] = out[:, b]
-    return states, specials
+    from lib.linalg.topk_eig import topk_eig
+
+    tables, labels, residual = [], [], 0.0
+    for size in full:
+        m = random_albert(size, seed=seed)
+        tables.append(eigvals_table(unique_layer_matrices(m), m.label)[1].assign(layer="shared"))
+        del m
+    for size in leading:
+        m = random_albert(size, seed=seed)
+        top = topk_eig(unique_layer_matrices(m), k)
+        tables.append(summary_from_eigvals(top.eigvals.numpy(), m.label, d=m.d_model).assign(layer="shared"))
+        labels.append(m.label)
+        residual = max(residual, float(top.residuals.max().item()))
+        del m
+    return AlbertSpectra(pd.concat(tables, ignore_index=True), tuple(labels), residual)
 
 
-def simplified_states(
-    weights: Any,
-    x0: Sequence[Any],
-    *,
-    steps: int | None = None,
-    special: Sequence[Any] | None = None,
-    label: str = "",
-    **simulate_kwargs: Any,
-) -> TokenStates:
-    """Run :func:`lib.theory.dynamics.simulate` from each prompt's initial tokens and collect :class:`TokenStates`.
+# -- shared weights: iterating one layer (section 3.2) -------------------------------------------------------
+def fitted_rate_interval(
+    per_prompt: np.ndarray, counts: np.ndarray, fit: tuple[int, int], *, floor: float = 1e-9,
+    n_boot: int = 200, ci: float = 0.95, seed: int = 0,
+) -> tuple[float, float, float]:
+    """Fitted per-step rate of a mean distance curve and its percentile bootstrap interval over prompts.
 
-    Prompts of equal length are stacked into one batch, so the number of calls is the number of
-    distinct lengths, not of prompts.
+    The rate is ``exp`` of the least-squares slope of ``log e_t`` over steps ``fit[0]..fit[1]`` (points at or
+    below ``floor`` left out), as :func:`lib.linalg.power.fitted_ratio`, with ``e_t`` the token-weighted mean
+    distance; each bootstrap resample draws prompts with replacement and refits. Vectorised over resamples.
 
     Args:
-        weights: per-layer weights (a sequence) or one shared layer (then ``steps`` is required).
-        x0: one ``(n_p, d)`` initial state per prompt (e.g. ``hidden_states[p][0]``).
-        steps: layers or steps to run.
-        special: special-token masks, as in :meth:`TokenStates.from_trajectories`.
-        label: for tables and subtitles.
-        simulate_kwargs: passed to :func:`lib.theory.dynamics.simulate` (``norm``, ``radius``, ``residual``...).
-    """
-    x0 = [spectra.as_float64(x) for x in x0]
-    by_len: dict[int, list[int]] = {}
-    for p, x in enumerate(x0):
-        by_len.setdefault(x.shape[0], []).append(p)
-    trajs: list[Any] = [None] * len(x0)
-    for idx in by_len.values():
-        batch = torch.as_tensor(np.stack([x0[p] for p in idx]))
-        out = dynamics.simulate(weights, batch, steps, **simulate_kwargs)  # (T+1, B, n, d)
-        for b, p in enumerate(idx):
-            trajs[p] = out[:, b].numpy()
-    return TokenStates.from_trajectories(trajs, special, label=label)
-
-
-# -- shared weights: iterating one layer ----------------------------------------------------------------
-def shared_run_rows(
-    conv: pd.DataFrame, *, label: str, layer: int, fit: tuple[int, int] = (20, 50), floor: float = 1e-9
-) -> list[dict[str, Any]]:
-    """Summary of one shared-layer run: one row per target of :func:`lib.methods.alignment.shared_convergence`.
-
-    Args:
-        conv: the run's ``shared_convergence`` rows (steps ``0..T``; the principal target first).
-        label: the model's label (shortened by :func:`short_label`).
-        layer: the iterated layer, 1-based.
-        fit: first and last step of the fitted rate (:func:`lib.linalg.power.fitted_ratio` of the mean distance).
-        floor: distances below it are left out of the fit (round-off level).
+        per_prompt: ``(T+1, P)`` per-prompt sums of the per-token distance.
+        counts: ``(P,)`` tokens per prompt.
+        fit: first and last step of the fit.
 
     Returns:
-        Dicts with ``model``, ``layer iterated``, ``target``, ``predicted rate r`` (the gap or subspace
-        ratio), ``fitted rate (steps a–b)`` (and its ``fitted rate 95% CI`` over prompts when ``conv`` was
-        computed with ``fit``), ``alignment at step 0`` and ``alignment at step T``.
+        ``(rate, lo, hi)``.
     """
+    sums, counts = np.asarray(per_prompt, dtype=np.float64), np.asarray(counts, dtype=np.float64)
     start, stop = fit
-    rows = []
-    for target, g in conv.groupby("target", sort=False):
-        g = g.set_index("step")
-        rows.append({
-            "model": short_label(label), "layer iterated": layer, "target": target,
-            "predicted rate r": g.rate.iloc[0],
-            f"fitted rate (steps {start}–{stop})": fitted_ratio(
-                g.distance.loc[:stop].to_numpy(), start=start, floor=floor),
-            **({"fitted rate 95% CI": f"{g.fitted_lo.iloc[0]:.3f}–{g.fitted_hi.iloc[0]:.3f}"}
-               if "fitted_lo" in g else {}),
-            "alignment at step 0": g.alignment.iloc[0],
-            f"alignment at step {int(g.index[-1])}": g.alignment.iloc[-1],
+    rng = np.random.default_rng(seed)
+    W = np.zeros((n_boot + 1, counts.size))
+    W[0] = 1.0  # the estimate itself, then the resamples
+    np.add.at(W, (np.arange(1, n_boot + 1)[:, None], rng.integers(0, counts.size, (n_boot, counts.size))), 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        e = (sums[start:stop + 1] @ W.T) / (W @ counts)  # (steps, n_boot + 1)
+    t = np.arange(start, start + e.shape[0], dtype=np.float64)[:, None]
+    keep = (e > floor) & np.isfinite(e)
+    y = np.where(keep, np.log(np.where(keep, e, 1.0)), 0.0)
+    n, st, sy = keep.sum(0), (keep * t).sum(0), y.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = (n * (keep * t * y).sum(0) - st * sy) / (n * (keep * t * t).sum(0) - st**2)
+    slope[n < 2] = np.nan
+    if np.isnan(slope[0]):
+        raise ValueError("need at least two distances above the floor in the fit window to fit a rate")
+    q = (1 - ci) / 2
+    lo, hi = np.nanquantile(np.exp(slope[1:]), [q, 1 - q]) if n_boot else (np.nan, np.nan)
+    return float(np.exp(slope[0])), float(lo), float(hi)
+
+
+def shared_convergence(
+    ts: TokenStates, eb: EigenBases, *, anchor: int = 20, n_boot: int = 200, seed: int = 0,
+    fit: tuple[int, int] | None = None,
+) -> pd.DataFrame:
+    """Distance of iterated tokens to the principal direction (or plane) and to ``span{v_1, v_2}``, per step.
+
+    For a shared layer (``eb`` of one layer), the power-method picture predicts that the sine of the
+    angle between a token and its target shrinks like ``C · r^t`` with ``r = gap_ratio`` (target
+    ``v_1``, or the plane of a complex pair) or ``r = subspace_ratio`` (target ``span{v_1, v_2}``)
+    [paper: rates set by the gap; form ours, chapter 2]. ``C`` is fitted at step ``anchor`` (after the tokens of
+    a prompt have had time to reach consensus), so only the *slope* is a prediction.
+
+    Returns:
+        Long format: ``step``, ``target``, ``alignment`` (mean ``a``) with bootstrap ``lo``/``hi`` over
+        prompts, ``distance`` (mean sine of the angle to the target, ``sqrt(1 − a²)``), ``predicted`` (``C r^t``),
+        ``rate`` (``r``) and ``chance`` (the chance level ``c_{d,k}`` of the target's dimension); with ``fit``
+        (first and last step), also ``fitted``, ``fitted_lo``, ``fitted_hi``: the rate fitted to ``distance``
+        and its bootstrap interval over prompts (:func:`fitted_rate_interval`).
+    """
+    if eb.n_layers != 1:
+        raise ValueError("shared_convergence needs the bases of one shared layer (use EigenBases.layer(t))")
+    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
+    steps = np.arange(ts.steps + 1)
+    frames = []
+    targets = (
+        ("plane of λ₁, λ̄₁" if eb.lambda1_complex[0] else "v₁", eb.v1[0], float(eb.gap_ratio[0]), int(eb.k1[0])),
+        ("span{v₁, v₂}", eb.v12[0], float(eb.subspace_ratio[0]), int(eb.k12[0])),
+    )
+    for name, B, rate, k in targets:
+        a = step_alignment(ts, B)  # (T+1, N)
+        dist = distance_to_subspace(ts.states, B)  # ‖(I − BBᵀ)x‖/‖x‖, no cancellation near 0
+        est, lo, hi = bootstrap_ratio(prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, seed=seed)
+        dmean = prompt_sums(dist, ts.prompt, ts.n_prompts).sum(-1) / counts.sum()
+        a_k = min(anchor, ts.steps)
+        frame = pd.DataFrame({
+            "step": steps, "target": name, "alignment": est, "lo": lo, "hi": hi, "distance": dmean,
+            "predicted": dmean[a_k] * rate ** (steps - a_k), "rate": rate, "chance": baseline_subspace(ts.d, k),
         })
-    return rows
+        if fit is not None:
+            per_prompt = prompt_sums(dist, ts.prompt, ts.n_prompts)
+            frame["fitted"], frame["fitted_lo"], frame["fitted_hi"] = fitted_rate_interval(
+                per_prompt, counts, fit, n_boot=n_boot, seed=seed)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
 
 
-def shared_run_row(table: pd.DataFrame, label: str, layer: int) -> pd.Series:
-    """The row of the principal target (``v₁``, or the plane of a complex pair) of one run in a table of
-    :func:`shared_run_rows`, found by the model's full ``label`` and the 1-based ``layer`` iterated."""
-    rows = table[(table.model == short_label(label)) & (table["layer iterated"] == layer)]
-    if rows.empty:
-        raise KeyError(f"no shared run of {label!r}, layer {layer}")
-    return rows.iloc[0]
+@dataclass(frozen=True)
+class SharedRun:
+    """One layer of a model iterated as a shared layer (:func:`shared_layer_runs`).
+
+    Attributes:
+        series: :func:`series_label` of the model. label: the model's label. layer: the layer, 1-based.
+        convergence: its :func:`shared_convergence` rows (with the fitted rates).
+    """
+
+    series: str
+    label: str
+    layer: int
+    convergence: pd.DataFrame
 
 
-# -- layer-varying models: γ_t and ρ_t --------------------------------------------------------------------
+def shared_layer_runs(
+    models: Sequence[Any], x0: Sequence[Any], special: Sequence[Any], *, steps: int, layers: Sequence[int] = (0, 1),
+    anchor: int = 20, fit: tuple[int, int] = (20, 50), bases: Sequence[EigenBases | None] | None = None,
+) -> list[SharedRun]:
+    """Iterate each of ``layers`` (0-based) of each model ``steps`` times in the simplified model (section 3.2).
+
+    Every run starts from the same token states ``x0`` (one ``(n_p, d)`` array per prompt, e.g. the trained
+    model's embeddings) with the special-token masks ``special``, and measures the convergence of the content
+    tokens to the layer's principal direction (or plane) and to ``span{v₁, v₂}``
+    (:func:`shared_convergence`, constant fitted at step ``anchor``, rates fitted over
+    ``fit``). ``bases[i]`` may hold the :class:`EigenBases` of model ``i`` (else they are computed).
+    """
+    runs = []
+    for i, model in enumerate(models):
+        eb = bases[i] if bases is not None and bases[i] is not None else als.eigen_bases(model.layer_matrices())
+        for t in layers:
+            ts = simplified_states(model.layer(t).attention, x0, steps=steps, special=special)
+            conv = shared_convergence(ts.select("content"), eb.layer(t), anchor=anchor, fit=fit)
+            runs.append(SharedRun(series_label(model), model.label, t + 1, conv))
+    return runs
+
+
+def shared_runs_frame(runs: Sequence[SharedRun]) -> pd.DataFrame:
+    """The runs' convergence rows in one frame, with ``series`` and ``layer iterated`` columns (for a chart)."""
+    return pd.concat([r.convergence.assign(series=r.series, **{"layer iterated": r.layer}) for r in runs],
+                     ignore_index=True)
+
+
+# -- layer-varying models: γ_t and ρ_t with their nulls (section 3.3) ----------------------------------------
 TRAJECTORIES: tuple[str, str] = ("simplified", "real forward pass")
 """The two trajectory sources of :func:`layer_varying`, in the order its tables list them."""
-
 
 NULL_TEST_COLUMNS: tuple[str, ...] = (
     "gamma_null_lo", "gamma_null_hi", "gamma_ratio_null_lo", "gamma_ratio_null_hi", "rho_null_lo", "rho_null_hi",
@@ -448,9 +390,31 @@ def select_source(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     return frame[frame.variant.str.endswith(source)]
 
 
-def _layers(r: pd.DataFrame, mask: pd.Series) -> tuple[int, ...]:
+def layers_where(r: pd.DataFrame, mask: pd.Series) -> tuple[int, ...]:
     """The 1-based layers of the rows of ``r`` where ``mask`` holds."""
     return tuple(int(x) for x in r.layer[mask])
+
+
+@dataclass(frozen=True)
+class NullRange:
+    """Extremes of a :func:`lib.methods.alignment.random_null` table, over all its rows (layers and variants).
+
+    Attributes:
+        rho_lo, rho_hi: the lowest 2.5% and highest 97.5% point of the layers' ρ_t null distributions.
+        gamma_ratio_lo, gamma_ratio_hi: the same for γ_t / chance (1 for isotropic states).
+    """
+
+    rho_lo: float
+    rho_hi: float
+    gamma_ratio_lo: float
+    gamma_ratio_hi: float
+
+
+def null_range(null: pd.DataFrame) -> NullRange:
+    """:class:`NullRange` of the rows of :func:`lib.methods.alignment.random_null` (each row divided by its own
+    chance level)."""
+    return NullRange(float(null.rho_null_lo.min()), float(null.rho_null_hi.max()),
+                     float(null.gamma_ratio_null_lo.min()), float(null.gamma_ratio_null_hi.max()))
 
 
 @dataclass(frozen=True)
@@ -487,28 +451,16 @@ def layer_range(results: pd.DataFrame, source: str) -> LayerRange:
         gamma_ratio_min=float(r.gamma_ratio.min()), gamma_ratio_max=float(r.gamma_ratio.max()),
         rho_min=float(r.rho.min()), rho_max=float(r.rho.max()),
         rho_min_layer=int(r.layer.iloc[np.argmin(r.rho)]),
-        gamma_beat=_layers(r, r.q_gamma < FDR), rho_beat=_layers(r, r.q_rho < FDR),
-        tilt_beat=_layers(r, r.q_tilt < FDR) if "q_tilt" in r else (),
+        gamma_beat=layers_where(r, r.q_gamma < FDR), rho_beat=layers_where(r, r.q_rho < FDR),
+        tilt_beat=layers_where(r, r.q_tilt < FDR) if "q_tilt" in r else (),
     )
 
 
-def overview_row(label: str, results: pd.DataFrame, source: str) -> dict[str, Any]:
-    """One model and trajectory source, summarised over layers: a row of the trained-vs-random-init overview.
-
-    Keys: ``model`` (``label``), ``trajectories`` (``source``), ``mean γₜ / chance``, ``mean Δγₜ``,
-    ``mean ρₜ``, and ``layers where γₜ beats its null`` / ``layers where ρₜ beats its null`` (FDR 5%,
-    as text: the layers, or "none"), and ``layers where Δγₜ beats its null`` where ``results`` test the tilt.
-    """
-    r = select_source(results, source)
-    def beat(col: str) -> str:
-        layers = _layers(r, r[col] < FDR)
-        return ", ".join(map(str, layers)) if layers else "none"
-    row = {"model": label, "trajectories": source, "mean γₜ / chance": r.gamma_ratio.mean(),
-           "mean Δγₜ": r.tilt.mean(), "mean ρₜ": r.rho.mean(),
-           "layers where γₜ beats its null": beat("q_gamma")}
-    if "q_tilt" in r:
-        row["layers where Δγₜ beats its null"] = beat("q_tilt")
-    return {**row, "layers where ρₜ beats its null": beat("q_rho")}
+def range_position(x: float, xs: Sequence[float]) -> str:
+    """``"above"`` if ``x > max(xs)``, ``"below"`` if ``x < min(xs)``, else ``"within"`` (ends included)."""
+    if len(xs) == 0:
+        raise ValueError("xs is empty: need at least one value to compare with")
+    return "above" if x > max(xs) else ("below" if x < min(xs) else "within")
 
 
 @dataclass(frozen=True)
@@ -519,7 +471,7 @@ class TwinComparison:
         source: the trajectory source (one of :data:`TRAJECTORIES`).
         trained_gamma: mean over layers of ``γ_t / c_{d,k_t}``; twin_gamma: the same per twin.
         gamma_where: ``"above"``, ``"within"`` or ``"below"`` the twins' range
-            (:func:`lib.methods.alignment.range_position`).
+            (:func:`range_position`).
         trained_rho, twin_rho, rho_where: the same for the mean ``ρ_t``.
         gamma_layers_above, rho_layers_above: layers whose trained value lies above all the twins' values
             *of the same layer* (with three twins, chance alone puts a layer there one time in four).
@@ -566,120 +518,11 @@ def compare_to_twins(trained: pd.DataFrame, twins: Sequence[pd.DataFrame], sourc
     tw_g = tuple(float(t.gamma_ratio.mean()) for t in tws)
     tw_r = tuple(float(t.rho.mean()) for t in tws)
     return TwinComparison(
-        source, tr_g, tw_g, als.range_position(tr_g, tw_g), tr_r, tw_r, als.range_position(tr_r, tw_r),
+        source, tr_g, tw_g, range_position(tr_g, tw_g), tr_r, tw_r, range_position(tr_r, tw_r),
         gamma_layers_above=above("gamma_ratio"), rho_layers_above=above("rho"),
         trained_gamma_beat=beat(tr, "q_gamma"), twin_gamma_beat=tuple(beat(t, "q_gamma") for t in tws),
         trained_rho_beat=beat(tr, "q_rho"), twin_rho_beat=tuple(beat(t, "q_rho") for t in tws),
     )
-
-
-# -- chapter 3, section by section: what the page computes and the numbers its prose quotes -------------------
-def paper_models_table() -> pd.DataFrame:
-    """:data:`PAPER_MODELS` as a table for the page: ``hub id``, ``d``, ``layers``, ``shared weights``."""
-    return pd.DataFrame([{"hub id": m.hub_id, "d": m.d, "layers": m.n_layers, "shared weights": m.shared}
-                         for m in PAPER_MODELS])
-
-
-class AlbertSpectra(NamedTuple):
-    """What :func:`random_albert_spectra` returns.
-
-    Attributes:
-        table: one :func:`summary_from_eigvals` row per size (``layer`` is ``"shared"``), in the order computed.
-        leading: labels of the sizes of which only the leading ``k`` eigenvalues were computed.
-        residual: the largest residual of those leading eigenpairs (:func:`lib.linalg.topk_eig.topk_eig`).
-    """
-
-    table: pd.DataFrame
-    leading: tuple[str, ...]
-    residual: float
-
-
-def random_albert_spectra(seed: int = 0, *, full: Sequence[str] = ("base", "large", "xlarge"),
-                          leading: Sequence[str] = ("xxlarge",), k: int = 4) -> AlbertSpectra:
-    """The shared layer's spectrum of ALBERT v2 at random initialization, one size after the other (offline).
-
-    The sizes in ``full`` get all their eigenvalues (float64 LAPACK, :func:`eigvals_table`); those in
-    ``leading`` (xxlarge, ``d = 4096``, whose full eig would dominate a CPU build) only the ``k`` leading ones
-    by the block Krylov–Schur solver of :func:`lib.linalg.topk_eig.topk_eig` (float64 Rayleigh–Ritz), which is enough
-    for the gap ratio (:func:`lib.methods.layer_spectra.summary_table`). Each model is freed before the next loads.
-    """
-    from lib.linalg.topk_eig import topk_eig
-
-    tables, labels, residual = [], [], 0.0
-    for size in full:
-        m = random_albert(size, seed=seed)
-        tables.append(eigvals_table(unique_layer_matrices(m), m.label)[1].assign(layer="shared"))
-        del m
-    for size in leading:
-        m = random_albert(size, seed=seed)
-        top = topk_eig(unique_layer_matrices(m), k)
-        tables.append(summary_from_eigvals(top.eigvals.numpy(), m.label, d=m.d_model).assign(layer="shared"))
-        labels.append(m.label)
-        residual = max(residual, float(top.residuals.max().item()))
-        del m
-    return AlbertSpectra(pd.concat(tables, ignore_index=True), tuple(labels), residual)
-
-
-@dataclass(frozen=True)
-class SharedRun:
-    """One layer of a model iterated as a shared layer (:func:`shared_layer_runs`).
-
-    Attributes:
-        series: :func:`series_label` of the model. label: the model's label. layer: the layer, 1-based.
-        convergence: its :func:`lib.methods.alignment.shared_convergence` rows (with the fitted rates).
-    """
-
-    series: str
-    label: str
-    layer: int
-    convergence: pd.DataFrame
-
-
-def shared_layer_runs(
-    models: Sequence[Any], x0: Sequence[Any], special: Sequence[Any], *, steps: int, layers: Sequence[int] = (0, 1),
-    anchor: int = 20, fit: tuple[int, int] = (20, 50), bases: Sequence[EigenBases | None] | None = None,
-) -> list[SharedRun]:
-    """Iterate each of ``layers`` (0-based) of each model ``steps`` times in the simplified model (section 3.2).
-
-    Every run starts from the same token states ``x0`` (one ``(n_p, d)`` array per prompt, e.g. the trained
-    model's embeddings) with the special-token masks ``special``, and measures the convergence of the content
-    tokens to the layer's principal direction (or plane) and to ``span{v₁, v₂}``
-    (:func:`lib.methods.alignment.shared_convergence`, constant fitted at step ``anchor``, rates fitted over
-    ``fit``). ``bases[i]`` may hold the :class:`EigenBases` of model ``i`` (else they are computed).
-    """
-    runs = []
-    for i, model in enumerate(models):
-        eb = bases[i] if bases is not None and bases[i] is not None else als.eigen_bases(model.layer_matrices())
-        for t in layers:
-            ts = simplified_states(model.layer(t).attention, x0, steps=steps, special=special)
-            conv = als.shared_convergence(ts.select("content"), eb.layer(t), anchor=anchor, fit=fit)
-            runs.append(SharedRun(series_label(model), model.label, t + 1, conv))
-    return runs
-
-
-def shared_runs_frame(runs: Sequence[SharedRun]) -> pd.DataFrame:
-    """The runs' convergence rows in one frame, with ``series`` and ``layer iterated`` columns (for a chart)."""
-    return pd.concat([r.convergence.assign(series=r.series, **{"layer iterated": r.layer}) for r in runs],
-                     ignore_index=True)
-
-
-def shared_runs_table(runs: Sequence[SharedRun], fit: tuple[int, int] = (20, 50)) -> pd.DataFrame:
-    """:func:`shared_run_rows` of every run, in order: one row per run and target."""
-    return pd.DataFrame([row for r in runs for row in shared_run_rows(r.convergence, label=r.label, layer=r.layer,
-                                                                        fit=fit)])
-
-
-def table_formats(columns: Sequence[str]) -> dict[str, str]:
-    """One ``Styler.format`` string per numeric column of chapter 3's tables: a quantity has one precision
-    everywhere (rates 3 decimals, as their interval texts; alignments 4; γ_t / chance 2; Δγ_t 4; ρ_t 3)."""
-    prefixes = {"predicted rate": "{:.3f}", "fitted rate (": "{:.3f}", "alignment at step": "{:.4f}"}
-    exact = {"mean γₜ / chance": "{:.2f}", "mean Δγₜ": "{:.4f}", "mean ρₜ": "{:.3f}", **als.GAMMA_RHO_FORMAT}
-    out = {}
-    for col in columns:
-        fmt = exact.get(col) or next((f for prefix, f in prefixes.items() if col.startswith(prefix)), None)
-        if fmt is not None:
-            out[col] = fmt
-    return out
 
 
 @dataclass(frozen=True)
@@ -713,12 +556,6 @@ def analyse(model: Any, texts: Sequence[str], *, n_null: int = 1000, seed: int =
     return Analysis(model, eb, *layer_varying(model, H, S, eb, seed=seed, n_null=n_null))
 
 
-def overview_table(analyses: Sequence[Analysis]) -> pd.DataFrame:
-    """Section 3.4's table: one :func:`overview_row` per model and trajectory source, in order."""
-    return pd.DataFrame([overview_row(a.model.label, a.results, source)
-                         for a in analyses for source in TRAJECTORIES])
-
-
 def special_token_results(analysis: Analysis, seed: int = 0) -> pd.DataFrame:
     """γ_t and ρ_t of ``[CLS]``/``[SEP]`` only, per source (:func:`lib.methods.alignment.gamma_rho`), with ``variant``
     ``"<who> · <source> · [CLS]/[SEP] only"``."""
@@ -726,181 +563,109 @@ def special_token_results(analysis: Analysis, seed: int = 0) -> pd.DataFrame:
         variant=f"{analysis.who} · {source} · [CLS]/[SEP] only") for source, ts in analysis.states.items()])
 
 
+# -- build-up toward one direction with depth (section 3.3, LA9) ---------------------------------------------
+def fixed_direction_profile(
+    ts: TokenStates, basis: np.ndarray, *, m: int = 1000, n_boot: int = 1000, seed: int = 0, ci: float = 0.95,
+    chunk: int = 100, margin_chance: float = 0.5,
+) -> pd.DataFrame:
+    """Alignment of the tokens at every depth with one *fixed* basis ``(d, k)``: does it build up with depth?
+
+    Per step ``t = 0..T``: the token-weighted mean ``a(x(t), B)`` with a bootstrap interval over prompts,
+    its chance level ``c_{d,k}``, the ratio, and the central ``ci`` range of the same mean against ``m``
+    uniformly random ``k``-dimensional subspaces (one set of draws shared by all steps). ``build_up`` is
+    the mean per-token change ``a(x(T−1), B) − a(x(0), B)`` from the input of the first layer to the
+    input of the last one, with its bootstrap interval over prompts (``build_up_lo`` / ``_hi``; the same
+    in every row). The last step is left out of ``build_up`` because a basis taken from the last layer
+    is tilted toward by that layer itself. The same change for each random subspace gives the null of
+    the build-up (anisotropic states drift with depth whatever the direction): its central ``ci`` range
+    ``build_up_null_lo`` / ``_hi`` and the one-sided p-value ``p_build_up`` (:func:`empirical_p`).
+    ``chunk`` random subspaces are projected at a time (float32, as in :func:`lib.methods.alignment.null_draws`).
+
+    An absence of build-up is tested, not assumed: the two one-sided tests of :func:`equivalence_test` ask
+    whether the build-up's excess over the null's median, ``build_up − median(null)``, lies within
+    ``±δ`` with ``δ = margin_chance · c_{d,k}`` (a margin in units of the chance level [ours]), judged by the
+    build-up's bootstrap draws over prompts.
+
+    Returns:
+        Columns ``step``, ``alignment``, ``lo``, ``hi``, ``k``, ``chance``, ``ratio``, ``ratio_lo``,
+        ``ratio_hi``, ``null_ratio_lo``, ``null_ratio_hi``, ``build_up``, ``build_up_lo``, ``build_up_hi``,
+        ``build_up_null_lo``, ``build_up_null_hi``, ``p_build_up``; the equivalence test's ``build_up_null_mid``
+        (the null's median), ``excess`` (build-up minus it), ``excess_lo`` / ``excess_hi`` (its 90% bootstrap
+        interval), ``margin`` (δ) and ``p_equivalent`` (TOST p: below 0.05 means "no build-up beyond the null,
+        within ±δ").
+    """
+    B = spectra.as_float64(basis)
+    k = int(basis_dims(B))
+    B = B[:, np.linalg.norm(B, axis=0) > 0.5]
+    chance = baseline_subspace(ts.d, k)
+    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
+    a = step_alignment(ts, B)  # (T+1, N)
+    est, lo, hi = bootstrap_ratio(prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
+    last = max(ts.steps - 1, 0)
+    bu_sums = prompt_sums(a[last] - a[0], ts.prompt, ts.n_prompts)
+    bu, bu_lo, bu_hi = bootstrap_ratio(bu_sums, counts, n_boot=n_boot, ci=ci, seed=seed)
+    bu_boot = bootstrap_draws(bu_sums, counts, n_boot=max(n_boot, 1), seed=seed)  # the same resamples
+    X = (ts.states / np.linalg.norm(ts.states, axis=-1, keepdims=True)).astype(np.float32)  # as in null_draws
+    rng = np.random.default_rng(seed)
+    null = np.empty((ts.steps + 1, m))
+    for j in range(0, m, chunk):
+        c = min(chunk, m - j)
+        Q = random_subspaces(ts.d, k, c, rng).transpose(1, 0, 2).reshape(ts.d, c * k).astype(np.float32)
+        P = (X @ Q).reshape(*X.shape[:2], c, k)
+        null[:, j : j + c] = np.sqrt(np.einsum("tnck,tnck->tnc", P, P)).mean(axis=1, dtype=np.float64)
+    q = (1 - ci) / 2
+    n_lo, n_hi = np.quantile(null, [q, 1 - q], axis=1)
+    null_bu = null[last] - null[0]  # the same change for each random subspace: (m,)
+    bu_null_lo, bu_null_hi = np.quantile(null_bu, [q, 1 - q])
+    mid = float(np.median(null_bu))
+    eq = equivalence_test(float(bu), bu_boot, mid, margin_chance * chance)
+    return pd.DataFrame({
+        "step": np.arange(ts.steps + 1), "alignment": est, "lo": lo, "hi": hi, "k": k, "chance": chance,
+        "ratio": est / chance, "ratio_lo": lo / chance, "ratio_hi": hi / chance,
+        "null_ratio_lo": n_lo / chance, "null_ratio_hi": n_hi / chance,
+        "build_up": float(bu), "build_up_lo": float(bu_lo), "build_up_hi": float(bu_hi),
+        "build_up_null_lo": bu_null_lo, "build_up_null_hi": bu_null_hi,
+        "p_build_up": float(empirical_p(np.array([bu]), null_bu[None])[0]),
+        "build_up_null_mid": mid, "excess": eq.difference, "excess_lo": eq.lo, "excess_hi": eq.hi,
+        "margin": eq.margin, "p_equivalent": eq.p,
+    })
+
+
 def depth_profiles(analyses: Sequence[Analysis], *, m: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Section 3.3's build-up test for each model and source: the content tokens' alignment at every depth with
-    the model's *last* layer's principal direction (:func:`lib.methods.alignment.fixed_direction_profile`), with
+    the model's *last* layer's principal direction (:func:`fixed_direction_profile`), with
     ``variant`` (``"<who> · <source>"``), ``who`` and ``source`` columns."""
     profiles = []
     for a in analyses:
         for source, ts in a.states.items():
-            prof = als.fixed_direction_profile(ts.select("content"), a.bases.v1[-1], m=m, seed=seed)
+            prof = fixed_direction_profile(ts.select("content"), a.bases.v1[-1], m=m, seed=seed)
             profiles.append(prof.assign(variant=f"{a.who} · {source}", who=a.who, source=source))
     return pd.concat(profiles, ignore_index=True)
 
 
-# -- is it the layer's own direction? (LA7, LA8) [ours] ----------------------------------------------------------
-DIRECTION_STATISTICS: dict[str, str] = {"gamma": "γₜ / chance", "tilt": "Δγₜ / chance", "rho": "ρₜ"}
-"""The statistics of the own-direction tests, by results-column stem: γ_t and its tilt Δγ_t over the chance level of
-the basis they use, and ρ_t."""
-
+# -- verdict rules -------------------------------------------------------------------------------------------
 ALPHA = 0.05
 """The level of the model-wide tests (own direction against the other layers', against the twins' ``v₁``; TOST)."""
 
 
-@dataclass(frozen=True)
-class DirectionTests:
-    """One model's tests of "the tokens tilt toward their layer's *own* ``v_{1,t}``" (:func:`direction_tests`).
-
-    Attributes:
-        who: ``"trained"`` or ``"random init s<seed>"``. label: the model's label.
-        beat: per statistic (``"gamma"``, ``"tilt"``, ``"rho"``), the 1-based layers beating their own
-            random-subspace null at FDR 5% (:func:`lib.methods.alignment.random_null`).
-        own: per statistic, :func:`lib.methods.alignment.own_direction_test` of the model's cross-layer map.
-        foreign: per statistic, :func:`lib.methods.alignment.foreign_direction_test` against every layer's ``v₁`` of
-            every twin (the trained model only; ``None`` for a twin).
-    """
-
-    who: str
-    label: str
-    beat: dict[str, tuple[int, ...]]
-    own: dict[str, als.OwnDirectionTest]
-    foreign: dict[str, als.ForeignDirectionTest | None]
-
-    def held(self, keys: Sequence[str]) -> tuple[int, ...]:
-        """The layers where every statistic of ``keys`` beats its random-subspace null, if the model's own
-        directions also beat the other layers' (and, for the trained model, the twins') for each of them; else ``()``."""
-        specific = all(self.own[k].p < ALPHA and (self.foreign[k] is None or self.foreign[k].p < ALPHA) for k in keys)
-        layers = set.intersection(*(set(self.beat[k]) for k in keys))
-        return tuple(sorted(layers)) if specific else ()
-
-
-def direction_tests(trained: Analysis, twins: Sequence[Analysis], source: str = "simplified", *,
-                    seed: int = 0) -> list[DirectionTests]:
-    """:class:`DirectionTests` of the trained model (first) and of each twin, on the content tokens of ``source``.
-
-    Three nulls per statistic [ours]: random subspaces of each layer's dimension (layer by layer, the
-    :func:`layer_varying` results); the other layers' ``v₁`` (the cross-layer map, one permutation test per model:
-    anisotropic states can score high against *any* trained direction); and, for the trained model, every layer's
-    ``v₁`` of every twin (the same tokens against directions of the same architecture without training).
-    """
-    twin_v1 = np.concatenate([a.bases.v1 for a in twins]) if twins else None
-    out = []
-    for a in (trained, *twins):
-        ts = a.states[source].select("content")
-        maps = als.cross_layer_maps(ts, a.bases)
-        foreign = als.cross_layer_maps(ts, twin_v1) if a is trained and twin_v1 is not None else None
-        r = select_source(a.results, source)
-        beat = {k: _layers(r, r[f"q_{k}"] < FDR) for k in DIRECTION_STATISTICS}
-        own = {k: als.own_direction_test(getattr(maps, k), seed=seed) for k in DIRECTION_STATISTICS}
-        fore = {k: None if foreign is None else
-                als.foreign_direction_test(np.diag(getattr(maps, k)), getattr(foreign, k), seed=seed)
-                for k in DIRECTION_STATISTICS}
-        out.append(DirectionTests(a.who, a.model.label, beat, own, fore))
-    return out
-
-
-def direction_table(tests: Sequence[DirectionTests]) -> pd.DataFrame:
-    """One display row per model and statistic: layers beating the random-subspace null, the own-direction test
-    (excess of the diagonal, rows won, permutation p) and the twin-direction p (text, "—" for a twin)."""
-    rows = []
-    for t in tests:
-        for k, name in DIRECTION_STATISTICS.items():
-            own, fore = t.own[k], t.foreign[k]
-            rows.append({"model": t.label, "statistic": name,
-                         "layers above the random-subspace null": ", ".join(map(str, t.beat[k])) or "none",
-                         "own − other layers' v₁": own.excess, "rows won": own.wins,
-                         "p, own vs other layers' v₁": _p(own.p),
-                         "p, own vs twins' v₁": "—" if fore is None else _p(fore.p)})
-    return pd.DataFrame(rows)
-
-
-def _p(p: float) -> str:
-    """A p-value for a table: three decimals, or "<0.001"."""
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def p_phrase(p: float) -> str:
-    """A p-value for the prose: ``"p = 0.003"``, or ``"p < 0.001"``."""
-    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
-
-
-def direction_verdict(tests: Sequence[DirectionTests], keys: Sequence[str], n_layers: int) -> str:
-    """A claim's verdict for one model from its :class:`DirectionTests` (the trained model first, then its twins).
-
-    A layer counts when every statistic of ``keys`` beats its random-subspace null and the model's own directions
-    beat the other layers' (and the twins') ``v₁`` (:meth:`DirectionTests.held`); the twins are judged by the
-    same rule on their own directions. "not reproduced" (no trained layer counts), "not specific to training" (a
-    twin has as many), else "reproduced" (every layer) or "partly reproduced".
-    """
-    trained, *twins = tests
-    n = len(trained.held(keys))
-    if n == 0:
+def twin_verdict(n_trained: int, n_twins: Sequence[int], n_layers: int) -> str:
+    """A claim's verdict from the null-test counts (layers beating their own null at FDR 5%) of the trained
+    model and of each twin: "not reproduced" (no trained layer), "not specific to training" (a twin does as
+    well), else "reproduced" (every layer) or "partly reproduced"."""
+    if n_trained == 0:
         return "not reproduced"
-    if twins and max(len(t.held(keys)) for t in twins) >= n:
+    if n_twins and max(n_twins) >= n_trained:
         return "not specific to training"
-    return "reproduced" if n == n_layers else "partly reproduced"
-
-
-def direction_glue(tests: Sequence[DirectionTests], n_layers: int) -> dict[str, Any]:
-    """The values the own-direction paragraph quotes for one model (trained first, then its twins), by glue name
-    without the model prefix: per statistic ``k`` (``gamma``, ``tilt``, ``rho``) ``own_p_<k>`` and ``twin_p_<k>``
-    (:func:`p_phrase`), ``wins_<k>`` (rows whose own direction is the row's best) and ``excess_<k>``; the layers
-    that count for LA7 (γ and Δγ) and LA8 (ρ), ``la7_layers`` / ``la8_layers`` (words) and ``la7_n`` / ``la8_n``,
-    the twins' counts ``la7_twins`` / ``la8_twins`` ("a, b, c") and the two verdicts ``la7_verdict`` /
-    ``la8_verdict`` (:func:`direction_verdict`)."""
-    trained, *twins = tests
-    out: dict[str, Any] = {}
-    for k in DIRECTION_STATISTICS:
-        out[f"own_p_{k}"] = p_phrase(trained.own[k].p)
-        out[f"twin_p_{k}"] = "—" if trained.foreign[k] is None else p_phrase(trained.foreign[k].p)
-        out[f"wins_{k}"] = trained.own[k].wins
-        out[f"excess_{k}"] = f"{trained.own[k].excess:+.2f}" if k != "rho" else f"{trained.own[k].excess:+.3f}"
-    for claim_id, keys in (("la7", ("gamma", "tilt")), ("la8", ("rho",))):
-        held = trained.held(keys)
-        out[f"{claim_id}_layers"] = layer_list(held)
-        out[f"{claim_id}_n"] = len(held)
-        out[f"{claim_id}_twins"] = ", ".join(str(len(t.held(keys))) for t in twins)
-        out[f"{claim_id}_verdict"] = direction_verdict(tests, keys, n_layers)
-    return out
-
-
-def combine_verdicts(verdicts: Sequence[str]) -> str:
-    """One Results-page verdict from the verdicts of several models: the common one if they agree; else
-    "partly reproduced" if any model reproduces the claim (fully or partly), else "not specific to training" if
-    any model shows it as much at random initialization, else "not reproduced"."""
-    vs = list(verdicts)
-    if not vs:
-        raise ValueError("no verdict to combine")
-    if len(set(vs)) == 1:
-        return vs[0]
-    if any(v in ("reproduced", "partly reproduced") for v in vs):
-        return "partly reproduced"
-    return "not specific to training" if "not specific to training" in vs else "not reproduced"
+    return "reproduced" if n_trained == n_layers else "partly reproduced"
 
 
 def build_up_status(row: Any) -> str:
-    """One build-up test (a row of :func:`lib.methods.alignment.fixed_direction_profile`): ``"builds up"`` (beats
+    """One build-up test (a row of :func:`fixed_direction_profile`): ``"builds up"`` (beats
     the random-subspace null, one-sided p < :data:`ALPHA`), ``"none"`` (equivalent to the null within its margin,
     TOST p < :data:`ALPHA`) or ``"inconclusive"`` (neither)."""
     if row.p_build_up < ALPHA:
         return "builds up"
     return "none" if row.p_equivalent < ALPHA else "inconclusive"
-
-
-def build_up_summary(statuses: dict[str, str]) -> str:
-    """The prose's sentence on LA9 from :func:`build_up_status` by name of the trained model and source (``"MiniLM's
-    simplified model"`` → ``"none"``): e.g. ``"within its margin of the null in A and B; beyond its null in C"``."""
-    if not statuses:
-        raise ValueError("no build-up test")
-    words = {"none": "within its margin of the null (no build-up) in", "builds up": "beyond its null in",
-             "inconclusive": "neither beyond its null nor shown within its margin (inconclusive) in"}
-    parts = []
-    for status, phrase in words.items():
-        names = [n for n, s in statuses.items() if s == status]
-        if names:
-            listed = " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
-            parts.append(f"{phrase} {listed}")
-    return "; ".join(parts)
 
 
 def build_up_verdict(statuses: Sequence[str]) -> str:
@@ -920,124 +685,21 @@ def build_up_verdict(statuses: Sequence[str]) -> str:
     return "partly reproduced"
 
 
-# -- the words of chapter 3's prose ---------------------------------------------------------------------------
-def layer_list(layers: Sequence[int]) -> str:
-    """``"layers 1, 2 and 4"``, ``"layer 3"`` or ``"no layer"``."""
-    words = [str(x) for x in layers]
-    if not words:
-        return "no layer"
-    if len(words) == 1:
-        return f"layer {words[0]}"
-    return "layers " + ", ".join(words[:-1]) + " and " + words[-1]
+def combine_verdicts(verdicts: Sequence[str]) -> str:
+    """One Results-page verdict from the verdicts of several models: the common one if they agree; else
+    "partly reproduced" if any model reproduces the claim (fully or partly), else "not specific to training" if
+    any model shows it as much at random initialization, else "not reproduced"."""
+    vs = list(verdicts)
+    if not vs:
+        raise ValueError("no verdict to combine")
+    if len(set(vs)) == 1:
+        return vs[0]
+    if any(v in ("reproduced", "partly reproduced") for v in vs):
+        return "partly reproduced"
+    return "not specific to training" if "not specific to training" in vs else "not reproduced"
 
 
-def beat_phrase(r: LayerRange, c: TwinComparison, metric: str) -> str:
-    """``"k of L layers (trained) vs a, b, c (twins)"``: layers beating their own null, for ``metric``
-    (``"gamma"`` or ``"rho"``) of one source."""
-    if metric not in ("gamma", "rho"):
-        raise ValueError(f"metric must be 'gamma' or 'rho', got {metric!r}")
-    tr, tw = getattr(r, f"{metric}_beat"), getattr(c, f"twin_{metric}_beat")
-    return f"{len(tr)} of {r.layers} layers (trained) vs {', '.join(map(str, tw))} (twins)"
-
-
-def twin_verdict(n_trained: int, n_twins: Sequence[int], n_layers: int) -> str:
-    """A claim's verdict from the null-test counts (layers beating their own null at FDR 5%) of the trained
-    model and of each twin: "not reproduced" (no trained layer), "not specific to training" (a twin does as
-    well), else "reproduced" (every layer) or "partly reproduced"."""
-    if n_trained == 0:
-        return "not reproduced"
-    if n_twins and max(n_twins) >= n_trained:
-        return "not specific to training"
-    return "reproduced" if n_trained == n_layers else "partly reproduced"
-
-
-def gamma_rho_glue(trained: Analysis, twins: Sequence[Analysis], source: str) -> dict[str, Any]:
-    """The values section 3.3's prose quotes for one trajectory source, by glue name (without the source prefix).
-
-    ``ratio_range`` / ``rho_range`` (trained, over layers), ``g_beat`` / ``r_beat`` (how many layers beat
-    their own null, ints) and ``*_layers`` (which, in words), ``null_g`` / ``null_rho`` (the nulls' central 95%
-    ranges), the same for the twins pooled (``tw_*``), the means over layers (``tr_g``, ``tw_g``, ``tr_r``,
-    ``tw_r``) and where the trained one lies in the twins' range (``g_where``, ``r_where``), the layers above
-    every twin (``g_above``, ``r_above``) and two verdict sentences (``means_verdict``, ``null_verdict``).
-    """
-    res_tw = [a.results for a in twins]
-    r = layer_range(trained.results, source)
-    nr = als.null_range(select_source(trained.null, source))
-    c = compare_to_twins(trained.results, res_tw, source)
-    tw = layer_range(pd.concat(res_tw), source)
-    more = {m: len(getattr(r, f"{m}_beat")) > max(getattr(c, f"twin_{m}_beat")) for m in ("gamma", "rho")}
-    if all(more.values()):
-        null_verdict = ("the trained layers beat their own null more often than those of any twin, for both γₜ "
-                        "and ρₜ")
-    elif any(more.values()):
-        null_verdict = ("the trained layers beat their own null more often than any twin's for "
-                        + ("γₜ" if more["gamma"] else "ρₜ") + " only")
-    else:
-        null_verdict = "the trained layers beat their own null no more often than some twin's"
-    return {
-        "ratio_range": f"{r.gamma_ratio_min:.2f}–{r.gamma_ratio_max:.2f}",
-        "rho_range": f"{r.rho_min:.2f}–{r.rho_max:.2f}",
-        "g_beat": len(r.gamma_beat), "g_beat_layers": layer_list(r.gamma_beat),
-        "r_beat": len(r.rho_beat), "r_beat_layers": layer_list(r.rho_beat),
-        "null_rho": f"{nr.rho_lo:.2f}–{nr.rho_hi:.2f}",
-        "null_g": f"{nr.gamma_ratio_lo:.2f}–{nr.gamma_ratio_hi:.2f}",
-        "tw_ratio_range": f"{tw.gamma_ratio_min:.2f}–{tw.gamma_ratio_max:.2f}",
-        "tw_rho_range": f"{tw.rho_min:.2f}–{tw.rho_max:.2f}",
-        "tw_g_beat": ", ".join(map(str, c.twin_gamma_beat)), "tw_r_beat": ", ".join(map(str, c.twin_rho_beat)),
-        "tr_g": f"{c.trained_gamma:.2f}", "tw_g": ", ".join(f"{g:.2f}" for g in c.twin_gamma),
-        "g_where": c.gamma_where,
-        "tr_r": f"{c.trained_rho:.3f}", "tw_r": ", ".join(f"{x:.3f}" for x in c.twin_rho), "r_where": c.rho_where,
-        "g_above": len(c.gamma_layers_above), "r_above": len(c.rho_layers_above),
-        "means_verdict": ("training raises both means above every random initialization we tried" if c.learned else
-                          "the means over layers do not separate the trained model from random weights of the "
-                          "same architecture"),
-        "null_verdict": null_verdict,
-    }
-
-
-def build_up_text(row: Any) -> str:
-    """``"+0.0154 [+0.0113, +0.0199]"``: a profile's build-up with its bootstrap interval (a row of
-    :func:`lib.methods.alignment.fixed_direction_profile`)."""
-    return f"{row.build_up:+.4f} [{row.build_up_lo:+.4f}, {row.build_up_hi:+.4f}]"
-
-
-class BuildUp(NamedTuple):
-    """:func:`build_up_glue`'s result: the prose's values (by glue name, without the source prefix), whether
-    the trained alignment at depth ``L−1`` lies inside its null band, and whether its build-up beats the null
-    (one-sided ``p < 0.05``)."""
-
-    values: dict[str, str]
-    last_inside: bool
-    beats_null: bool
-
-
-def build_up_glue(profiles: pd.DataFrame, source: str, n_layers: int) -> BuildUp:
-    """The numbers of the build-up paragraph for one source, from :func:`depth_profiles` (trained and twins); with
-    the equivalence test's columns also ``excess`` (over the null's median, with its 90% interval), ``margin``,
-    ``p_eq`` (TOST, :func:`p_phrase`) and ``status`` (:func:`build_up_status`)."""
-    build = profiles.groupby("variant", sort=False).first()
-    b = build.loc[f"trained · {source}"]
-    tw = build[(build.who != "trained") & (build.source == source)]
-    rows = profiles[(profiles.variant == f"trained · {source}") & (profiles.step == n_layers - 1)]
-    last = rows.iloc[0]
-    values = {
-        "build": build_up_text(b),
-        "tw_build": ", ".join(f"{x:+.4f}" for x in tw.build_up),
-        "last_ratio": f"{last.ratio:.2f} [{last.ratio_lo:.2f}, {last.ratio_hi:.2f}]",
-        "last_null": f"{last.null_ratio_lo:.2f}–{last.null_ratio_hi:.2f}",
-        "build_null": f"{b.build_up_null_lo:+.4f} to {b.build_up_null_hi:+.4f}",
-        "build_p": f"{b.p_build_up:.3f}",
-    }
-    if "p_equivalent" in b:  # the equivalence test of fixed_direction_profile
-        values.update({
-            "excess": f"{b.excess:+.4f} [{b.excess_lo:+.4f}, {b.excess_hi:+.4f}]", "margin": f"{b.margin:.4f}",
-            "p_eq": p_phrase(b.p_equivalent), "status": build_up_status(b),
-        })
-    inside = bool(last.null_ratio_lo <= last.ratio <= last.null_ratio_hi)
-    return BuildUp(values, inside, bool(b.p_build_up < 0.05))
-
-
-# -- one of the paper's checkpoints, end to end ---------------------------------------------------------
+# -- one of the paper's checkpoints, end to end (section 3.5) ------------------------------------------------
 @dataclass(frozen=True)
 class PaperModelRun:
     """What :func:`run_paper_model` computed for one checkpoint; the page draws the charts.
@@ -1048,7 +710,7 @@ class PaperModelRun:
         spectrum: :func:`eigen_bases_table` of every distinct layer.
         prompts: prompts used by the token experiment (0 if skipped). steps: steps of the shared
             iteration (0 for a layer-varying model).
-        convergence: shared model: :func:`lib.methods.alignment.shared_convergence` rows of the iterated
+        convergence: shared model: :func:`shared_convergence` rows of the iterated
             layer, else ``None``.
         layer_varying: layer-varying model: :func:`layer_varying`'s output, else ``None``.
         note: why the token experiment was skipped (no tokenizer), else ``None``.
@@ -1073,7 +735,7 @@ def run_paper_model(
 
     Every distinct layer gets its eigen-bases (float64 LAPACK on CPU). Then, if the checkpoint has a
     tokenizer, a shared-weight model iterates its layer ``shared_steps`` times in the simplified model
-    from the embeddings of the first ``shared_prompts`` texts (:func:`lib.methods.alignment.shared_convergence`,
+    from the embeddings of the first ``shared_prompts`` texts (:func:`shared_convergence`,
     fit anchored at step ``anchor``), and a layer-varying one gets :func:`layer_varying` on all ``texts``.
 
     ``random_init=True`` loads the same configuration with fresh seeded weights (``seed``): the
@@ -1097,7 +759,7 @@ def run_paper_model(
                                     shared_steps=shared_steps, anchor=anchor, seed=seed)
     except Exception as exc:  # noqa: BLE001 - any failure becomes a message, or one clear error if strict
         if model is None:
-            message = _load_failure(name, exc)
+            message = load_failure_message(name, exc)
         else:
             message = f"⚠ {name} was loaded but its analysis failed ({type(exc).__name__}): {exc}"
         if strict:
@@ -1123,76 +785,7 @@ def _analyse_paper_model(
     if run.shared:
         H, S = prompt_states(model, texts[:shared_prompts])
         ts = simplified_states(model.layer(0).attention, [h[0] for h in H], steps=shared_steps, special=S)
-        conv = als.shared_convergence(ts.select("content"), eb, anchor=anchor)
+        conv = shared_convergence(ts.select("content"), eb, anchor=anchor)
         return replace(run, prompts=len(H), steps=shared_steps, convergence=conv)
     H, S = prompt_states(model, texts)
     return replace(run, prompts=len(H), layer_varying=layer_varying(model, H, S, eb, seed=seed))
-
-
-# -- time estimate ----------------------------------------------------------------------------------------
-_RATES: dict[str, float] = {}
-
-
-def _calibrate() -> dict[str, float]:
-    """Seconds per unit of work on this machine: ``eig_s`` for one d=512 float64 eig, ``flop_s`` for matmuls."""
-    if not _RATES:
-        rng = np.random.default_rng(0)
-        A = rng.standard_normal((512, 512))
-        t0 = time.perf_counter()
-        np.linalg.eig(A)
-        _RATES["eig_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        A @ A @ A
-        _RATES["flop_s"] = (time.perf_counter() - t0) / (2 * 2 * 512**3)
-    return _RATES
-
-
-def estimate_seconds(
-    specs: Sequence[ModelSpec], *, n_prompts: int = 200, tokens: int = 16, shared_steps: int = 100,
-    shared_prompts: int = 12,
-) -> float:
-    """A rough run time for the real-model part of the chapter on *this* machine's CPU.
-
-    Calibrated by one small eig and one matmul, then scaled: ``d³`` per distinct layer for the
-    eigendecompositions (done in float64 LAPACK on CPU, as the conventions require, even with a GPU),
-    ``2 · params · tokens`` per forward pass, and ``8 · n · d²`` per simplified step per token.
-    """
-    r = _calibrate()
-    total = 0.0
-    for s in specs:
-        layers = 1 if s.shared else s.n_layers
-        total += r["eig_s"] * layers * (s.d / 512) ** 3
-        total += r["flop_s"] * 2 * s.params_m * 1e6 * n_prompts * tokens
-        steps, prompts = (shared_steps, shared_prompts) if s.shared else (s.n_layers, n_prompts)
-        total += r["flop_s"] * 8 * s.d**2 * tokens * prompts * steps
-    return total
-
-
-def time_warning(names: Sequence[str]) -> str:
-    """A message with the estimated time for ``names``; also issued as a ``UserWarning`` on a CPU-only machine."""
-    known = {m.hub_id: m for m in PAPER_MODELS}
-    specs = [known[n] for n in names if n in known]
-    if not specs:
-        return "No model of the paper's set selected."
-    secs = estimate_seconds(specs)
-    where = "GPU for the forward passes, CPU LAPACK for every eig" if torch.cuda.is_available() else "CPU only"
-    msg = (
-        f"Real-model run: {len(specs)} checkpoint(s), estimated {secs / 60:.1f} min on this machine ({where}); "
-        "the largest share is the float64 eig of ALBERT xxlarge (d = 4096) and its 100-step shared iteration."
-    )
-    if not torch.cuda.is_available() and secs > 60:
-        warnings.warn(msg, UserWarning, stacklevel=2)
-    return msg
-
-
-# -- section 3.5 on the page -----------------------------------------------------------------------------------
-def best_device() -> str:
-    """``"cuda"`` when a GPU is visible, else ``"cpu"`` (the forward passes; every eig stays on the CPU)."""
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def offline_message() -> str:
-    """What chapter 3's real-model section prints in an offline build: what it skipped and how long it would take."""
-    return ("Offline build: the paper's checkpoints were skipped. Set SPECTRAL_BOOK_REAL_MODELS=1 (with network "
-            "access) to run " + ", ".join(s.hub_id for s in PAPER_MODELS) + ".\n"
-            f"Estimated time for all of them on this machine: {estimate_seconds(PAPER_MODELS) / 60:.0f} min.")

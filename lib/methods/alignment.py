@@ -30,52 +30,54 @@ many prompts concatenated along the token axis, ``(T+1, N, d)`` float64, with th
 special-token flag of every token. Bases are stacked per layer as ``(T, d, k)`` and zero-padded to a
 common ``k``: a zero column adds nothing to ``‖Bᵀx‖``, so a real ``v_1`` and a plane share one array.
 Nothing loops over tokens or prompts in Python.
+
+Contents, shared by chapters 1, 3 and 6: chance levels and random subspaces; :class:`TokenStates`, collected from a
+real forward pass (:func:`prompt_states`) or from the simplified layer of :mod:`lib.theory.dynamics`
+(:func:`simplified_states`); :class:`EigenBases` (:func:`eigen_bases`); per-token alignments; γ_t / ρ_t with
+bootstrap intervals over prompts (:func:`gamma_rho`, :func:`prompt_sums`) and their nulls (:func:`null_draws`,
+:func:`random_null`); and chapter 1's test of one layer's tilt on random tokens (:func:`one_layer_tilt`). What only
+chapter 3 measures on top of them (the shared-layer convergence, the build-up profile, the own-direction tests) is in
+:mod:`lib.chapters.real_models` and :mod:`lib.chapters.real_models_directions`; its tables (``gamma_rho_table``)
+in :mod:`lib.page.real_models`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+import torch
 from scipy.special import gammaln
 
 from lib.linalg import spectra
-from lib.linalg.power import distance_to_subspace
 from lib.parallel import map_matrices
-from lib.stats import benjamini_hochberg, bootstrap_draws, bootstrap_ratio, empirical_p, equivalence_test
+from lib.stats import benjamini_hochberg, bootstrap_ratio, empirical_p
+from lib.theory import dynamics, toys
+
+if TYPE_CHECKING:
+    from lib.models import SpectralModel
 
 __all__ = [
     "EigenBases",
-    "GAMMA_RHO_FORMAT",
-    "NullRange",
+    "TiltTest",
     "TokenStates",
     "baseline_subspace",
     "basis_dims",
     "chance_levels",
-    "CrossLayerMaps",
-    "ForeignDirectionTest",
-    "OwnDirectionTest",
-    "cross_layer",
-    "cross_layer_maps",
-    "diagonal_wins",
-    "foreign_direction_test",
-    "null_draws_with_tilt",
-    "own_direction_test",
     "eigen_bases",
-    "fitted_rate_interval",
-    "fixed_direction_profile",
     "gamma_rho",
-    "gamma_rho_table",
     "null_draws",
-    "null_range",
+    "null_draws_with_tilt",
+    "one_layer_tilt",
+    "prompt_states",
+    "prompt_sums",
     "random_directions",
     "random_null",
     "random_subspaces",
-    "range_position",
-    "shared_convergence",
+    "simplified_states",
     "step_alignment",
     "token_alignments",
 ]
@@ -196,6 +198,65 @@ class TokenStates:
             raise ValueError(f"tokens must be 'content', 'special' or 'all', got {tokens!r}")
         keep = self.special if tokens == "special" else ~self.special
         return TokenStates(self.states[:, keep], self.prompt[keep], self.special[keep], self.n_prompts, self.label)
+
+
+# -- token trajectories ---------------------------------------------------------------------------------
+def prompt_states(model: SpectralModel, texts: Sequence[str], *, batched: bool = False
+                  ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Real forward passes: the residual stream ``(L+1, n_p, d)`` float64 and the special-token mask of each text.
+
+    ``batched=True`` runs the texts of equal token length together (:meth:`SpectralModel.hidden_states_batch`:
+    one pass per distinct length, several times faster on a CPU; equal to the one-text passes to float32
+    rounding, not bitwise).
+    """
+    encs = [model.encode(t) for t in texts]
+    specials = [e["special"] for e in encs]
+    if not batched:
+        return model.hidden_states(list(texts), progress=False), specials
+    by_len: dict[int, list[int]] = {}
+    for p, e in enumerate(encs):
+        by_len.setdefault(len(e["input_ids"]), []).append(p)
+    states: list[Any] = [None] * len(encs)
+    for idx in by_len.values():
+        out = model.hidden_states_batch(torch.stack([encs[p]["input_ids"] for p in idx]))
+        for b, p in enumerate(idx):
+            states[p] = out[:, b]
+    return states, specials
+
+
+def simplified_states(
+    weights: Any,
+    x0: Sequence[Any],
+    *,
+    steps: int | None = None,
+    special: Sequence[Any] | None = None,
+    label: str = "",
+    **simulate_kwargs: Any,
+) -> TokenStates:
+    """Run :func:`lib.theory.dynamics.simulate` from each prompt's initial tokens and collect :class:`TokenStates`.
+
+    Prompts of equal length are stacked into one batch, so the number of calls is the number of
+    distinct lengths, not of prompts.
+
+    Args:
+        weights: per-layer weights (a sequence) or one shared layer (then ``steps`` is required).
+        x0: one ``(n_p, d)`` initial state per prompt (e.g. ``hidden_states[p][0]``).
+        steps: layers or steps to run.
+        special: special-token masks, as in :meth:`TokenStates.from_trajectories`.
+        label: for tables and subtitles.
+        simulate_kwargs: passed to :func:`lib.theory.dynamics.simulate` (``norm``, ``radius``, ``residual``...).
+    """
+    x0 = [spectra.as_float64(x) for x in x0]
+    by_len: dict[int, list[int]] = {}
+    for p, x in enumerate(x0):
+        by_len.setdefault(x.shape[0], []).append(p)
+    trajs: list[Any] = [None] * len(x0)
+    for idx in by_len.values():
+        batch = torch.as_tensor(np.stack([x0[p] for p in idx]))
+        out = dynamics.simulate(weights, batch, steps, **simulate_kwargs)  # (T+1, B, n, d)
+        for b, p in enumerate(idx):
+            trajs[p] = out[:, b].numpy()
+    return TokenStates.from_trajectories(trajs, special, label=label)
 
 
 # -- eigen-directions ----------------------------------------------------------------------------------
@@ -327,7 +388,7 @@ def step_alignment(ts: TokenStates, basis: np.ndarray) -> np.ndarray:
 
 
 # -- statistics over prompts -------------------------------------------------------------------------
-def _prompt_sums(values: np.ndarray, prompt: np.ndarray, n_prompts: int) -> np.ndarray:
+def prompt_sums(values: np.ndarray, prompt: np.ndarray, n_prompts: int) -> np.ndarray:
     """Sum ``values (..., N)`` per prompt: ``(..., P)`` (one matrix product, no Python loop)."""
     onehot = np.zeros((prompt.size, n_prompts))
     onehot[np.arange(prompt.size), prompt] = 1.0
@@ -365,7 +426,7 @@ def gamma_rho(
     per_token = {"gamma": a_out, "gamma_in": a_in, "tilt": a_out - a_in, "rho": (a_out > a_in).astype(np.float64)}
     out = {"layer": np.arange(1, ts.steps + 1)}
     for name, vals in per_token.items():
-        est, lo, hi = bootstrap_ratio(_prompt_sums(vals, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
+        est, lo, hi = bootstrap_ratio(prompt_sums(vals, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
         out.update({name: est, f"{name}_lo": lo, f"{name}_hi": hi})
     out.update({"k": k.copy(), "chance": chance})
     for suffix in ("", "_lo", "_hi"):
@@ -464,399 +525,55 @@ def random_null(
     return pd.DataFrame(out)
 
 
-def cross_layer(
-    ts: TokenStates, bases: np.ndarray | EigenBases, *, relative_to_chance: bool = False
-) -> tuple[np.ndarray, np.ndarray]:
-    """γ and ρ of layer ``t``'s input/output against the direction of *every* layer ``s``.
-
-    Args:
-        ts: token states ``(T+1, N, d)``.
-        bases: :class:`EigenBases` (its ``v1``) or ``(S, d, k)`` zero-padded bases.
-        relative_to_chance: divide column ``s`` of γ by the chance level ``c_{d, k_s}`` of the basis it
-            uses (a plane catches more than a line, so raw entries of different ``k_s`` do not compare).
-
-    Returns:
-        ``(gamma, rho)``, each ``(T, S)``: entry ``[t, s]`` uses ``B_s``. The diagonal is ``(γ_t, ρ_t)``
-        (or ``γ_t / c_{d,k_t}``); the off-diagonal entries are the "``v_1`` of another layer" null.
-    """
-    g_out, _, rho = _cross_means(ts, bases)
-    if relative_to_chance:
-        g_out = g_out / chance_levels(ts.d, basis_dims(bases))[None, :]
-    return g_out, rho
-
-
-def _cross_means(ts: TokenStates, bases: np.ndarray | EigenBases) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean output and input alignment and ρ of every layer ``t``'s tokens against every basis ``s``: ``(T, S)`` each."""
-    B = bases.v1 if isinstance(bases, EigenBases) else spectra.as_float64(bases)
-    X = ts.states
-    proj = np.linalg.norm(np.einsum("tnd,sdk->tsnk", X, B), axis=-1) / np.linalg.norm(X, axis=-1)[:, None, :]
-    a_in, a_out = proj[:-1], proj[1:]  # (T, S, N)
-    return a_out.mean(-1), a_in.mean(-1), (a_out > a_in).mean(-1)
-
-
-# -- is it the layer's *own* direction? cross-layer and twin-direction nulls [ours] --------------------------
-class CrossLayerMaps(NamedTuple):
-    """:func:`cross_layer_maps`: entry ``[t, s]`` is a statistic of the tokens crossing layer ``t`` against basis ``s``.
-
-    Attributes:
-        gamma: ``(T, S)`` γ over the chance level ``c_{d,k_s}`` of basis ``s``.
-        rho: ``(T, S)`` ρ (strict increase of the alignment across layer ``t``).
-        tilt: ``(T, S)`` Δγ = γ − γ^in over the same chance level.
-    """
-
-    gamma: np.ndarray
-    rho: np.ndarray
-    tilt: np.ndarray
-
-
-def cross_layer_maps(ts: TokenStates, bases: np.ndarray | EigenBases) -> CrossLayerMaps:
-    """γ / chance, ρ and Δγ / chance of every layer ``t``'s tokens against every basis ``s`` (one einsum).
-
-    ``bases`` is an :class:`EigenBases` (its ``v1``) or ``(S, d, k)`` zero-padded bases, which may come from
-    another model (a twin's ``v1``: the twin-direction null of :func:`foreign_direction_test`).
-    """
-    g_out, g_in, rho = _cross_means(ts, bases)
-    chance = chance_levels(ts.d, basis_dims(bases))[None, :]
-    return CrossLayerMaps(g_out / chance, rho, (g_out - g_in) / chance)
-
-
-class OwnDirectionTest(NamedTuple):
-    """:func:`own_direction_test`: does each layer's own direction beat the other layers' directions?
-
-    Attributes:
-        excess: mean of the diagonal of the map minus the mean of its off-diagonal entries.
-        p: one-sided permutation p-value of the diagonal's sum among all assignments of the ``T`` columns to
-            the ``T`` rows (exact when every permutation is enumerated, else ``(1 + #≥)/(n + 1)``).
-        wins: rows whose diagonal entry is the row's largest (:func:`diagonal_wins`).
-        permutations: how many permutations the p-value counts (``T!`` when exact).
-        exact: whether every permutation was enumerated.
-    """
-
-    excess: float
-    p: float
-    wins: int
-    permutations: int
-    exact: bool
-
-
-def own_direction_test(matrix: np.ndarray, *, n_perm: int = 20_000, seed: int = 0,
-                       max_exact: int = 8) -> OwnDirectionTest:
-    """Permutation test of "layer ``t``'s own direction beats the other layers' directions" on a ``(T, T)`` map.
-
-    ``matrix[t, s]`` is a statistic of the tokens crossing layer ``t`` against layer ``s``'s direction
-    (:func:`cross_layer_maps`). Under the null [ours] the direction a layer is paired with does not matter beyond
-    a row effect (how aligned layer ``t``'s tokens are with anything) and a column effect (how much any layer's
-    tokens catch direction ``s``: an anisotropic state's dominant direction scores high in every row). A
-    permutation uses every row and every column once, so both effects cancel from the sum ``Σ_t M[t, π(t)]``
-    and only a *diagonal* advantage can make the identity's sum large. p is the share of permutations whose sum
-    is at least the diagonal's (the identity counts as one of them, so ``p ≥ 1/T!``): all ``T!`` for
-    ``T ≤ max_exact``, else ``n_perm`` uniform random permutations (seed ``seed``).
-
-    Raises:
-        ValueError: the map is not square with at least 2 rows.
-    """
-    from itertools import permutations
-
-    m = np.asarray(matrix, dtype=np.float64)
-    if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2:
-        raise ValueError(f"need a square matrix with at least 2 rows, got shape {m.shape}")
-    T = m.shape[0]
-    rows = np.arange(T)
-    observed = np.trace(m)
-    tol = 1e-12 * max(1.0, float(np.abs(m).max()))  # a permutation that ties the diagonal counts against it
-    if T <= max_exact:
-        perms = np.array(list(permutations(range(T))))
-        ge = int((m[rows, perms].sum(axis=1) >= observed - tol).sum())
-        p, n, exact = ge / len(perms), len(perms), True
-    else:
-        perms = np.argsort(np.random.default_rng(seed).random((n_perm, T)), axis=1)
-        ge = int((m[rows, perms].sum(axis=1) >= observed - tol).sum())
-        p, n, exact = (1 + ge) / (n_perm + 1), n_perm, False
-    off = (m.sum() - observed) / (T * (T - 1))
-    return OwnDirectionTest(float(observed / T - off), float(p), diagonal_wins(m), n, exact)
-
-
-class ForeignDirectionTest(NamedTuple):
-    """:func:`foreign_direction_test`: each layer's own direction against directions from other models.
-
-    Attributes:
-        observed: ``(T,)`` the statistic against the layer's own direction.
-        null_lo, null_hi: ``(T,)`` the lowest and highest value against the foreign directions.
-        p_layer: ``(T,)`` per-layer empirical p, ``(1 + #{foreign ≥ own})/(S + 1)`` (``S`` foreign directions:
-            at best ``1/(S + 1)``).
-        p: one-sided p of the mean over layers, against means whose every layer takes one foreign direction
-            drawn at random (``n_draw`` Monte Carlo draws, ``(1 + #≥)/(n + 1)``).
-        directions: ``S``. draws: the Monte Carlo draws of the pooled test.
-    """
-
-    observed: np.ndarray
-    null_lo: np.ndarray
-    null_hi: np.ndarray
-    p_layer: np.ndarray
-    p: float
-    directions: int
-    draws: int
-
-
-def foreign_direction_test(observed: np.ndarray, foreign: np.ndarray, *, n_draw: int = 20_000,
-                           seed: int = 0) -> ForeignDirectionTest:
-    """Test each layer's statistic against the same statistic for ``S`` foreign directions, and the mean over layers.
-
-    ``observed[t]`` is a statistic of the tokens crossing layer ``t`` against its own direction, ``foreign[t, s]``
-    the same tokens against direction ``s`` of another model (e.g. every layer's ``v_1`` of every random-init twin,
-    :func:`cross_layer_maps` on the twins' bases: the twin-direction null [ours]). Each layer gets an empirical p
-    among its ``S`` values; with ``S`` small that p cannot go below ``1/(S + 1)``, so the pooled test asks whether
-    the mean over layers beats means in which every layer's own direction is replaced by a foreign one, drawn
-    independently per layer (the null: a layer's own direction is one more draw from the foreign ones).
-    """
-    obs = np.asarray(observed, dtype=np.float64)
-    f = np.asarray(foreign, dtype=np.float64)
-    if f.ndim != 2 or f.shape[0] != obs.size or f.shape[1] < 1:
-        raise ValueError(f"foreign must be (T, S) with T = {obs.size} and S >= 1, got shape {f.shape}")
-    T, S = f.shape
-    idx = np.random.default_rng(seed).integers(0, S, size=(n_draw, T))
-    means = f[np.arange(T), idx].mean(axis=1)
-    p = (1 + int((means >= obs.mean()).sum())) / (n_draw + 1)
-    return ForeignDirectionTest(obs, f.min(axis=1), f.max(axis=1), empirical_p(obs, f), float(p), S, n_draw)
-
-
-def fixed_direction_profile(
-    ts: TokenStates, basis: np.ndarray, *, m: int = 1000, n_boot: int = 1000, seed: int = 0, ci: float = 0.95,
-    chunk: int = 100, margin_chance: float = 0.5,
-) -> pd.DataFrame:
-    """Alignment of the tokens at every depth with one *fixed* basis ``(d, k)``: does it build up with depth?
-
-    Per step ``t = 0..T``: the token-weighted mean ``a(x(t), B)`` with a bootstrap interval over prompts,
-    its chance level ``c_{d,k}``, the ratio, and the central ``ci`` range of the same mean against ``m``
-    uniformly random ``k``-dimensional subspaces (one set of draws shared by all steps). ``build_up`` is
-    the mean per-token change ``a(x(T−1), B) − a(x(0), B)`` from the input of the first layer to the
-    input of the last one, with its bootstrap interval over prompts (``build_up_lo`` / ``_hi``; the same
-    in every row). The last step is left out of ``build_up`` because a basis taken from the last layer
-    is tilted toward by that layer itself. The same change for each random subspace gives the null of
-    the build-up (anisotropic states drift with depth whatever the direction): its central ``ci`` range
-    ``build_up_null_lo`` / ``_hi`` and the one-sided p-value ``p_build_up`` (:func:`empirical_p`).
-    ``chunk`` random subspaces are projected at a time (float32, as in :func:`null_draws`).
-
-    An absence of build-up is tested, not assumed: the two one-sided tests of :func:`equivalence_test` ask
-    whether the build-up's excess over the null's median, ``build_up − median(null)``, lies within
-    ``±δ`` with ``δ = margin_chance · c_{d,k}`` (a margin in units of the chance level [ours]), judged by the
-    build-up's bootstrap draws over prompts.
-
-    Returns:
-        Columns ``step``, ``alignment``, ``lo``, ``hi``, ``k``, ``chance``, ``ratio``, ``ratio_lo``,
-        ``ratio_hi``, ``null_ratio_lo``, ``null_ratio_hi``, ``build_up``, ``build_up_lo``, ``build_up_hi``,
-        ``build_up_null_lo``, ``build_up_null_hi``, ``p_build_up``; the equivalence test's ``build_up_null_mid``
-        (the null's median), ``excess`` (build-up minus it), ``excess_lo`` / ``excess_hi`` (its 90% bootstrap
-        interval), ``margin`` (δ) and ``p_equivalent`` (TOST p: below 0.05 means "no build-up beyond the null,
-        within ±δ").
-    """
-    B = spectra.as_float64(basis)
-    k = int(basis_dims(B))
-    B = B[:, np.linalg.norm(B, axis=0) > 0.5]
-    chance = baseline_subspace(ts.d, k)
-    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
-    a = step_alignment(ts, B)  # (T+1, N)
-    est, lo, hi = bootstrap_ratio(_prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, ci=ci, seed=seed)
-    last = max(ts.steps - 1, 0)
-    bu_sums = _prompt_sums(a[last] - a[0], ts.prompt, ts.n_prompts)
-    bu, bu_lo, bu_hi = bootstrap_ratio(bu_sums, counts, n_boot=n_boot, ci=ci, seed=seed)
-    bu_boot = bootstrap_draws(bu_sums, counts, n_boot=max(n_boot, 1), seed=seed)  # the same resamples
-    X = (ts.states / np.linalg.norm(ts.states, axis=-1, keepdims=True)).astype(np.float32)  # as in null_draws
-    rng = np.random.default_rng(seed)
-    null = np.empty((ts.steps + 1, m))
-    for j in range(0, m, chunk):
-        c = min(chunk, m - j)
-        Q = random_subspaces(ts.d, k, c, rng).transpose(1, 0, 2).reshape(ts.d, c * k).astype(np.float32)
-        P = (X @ Q).reshape(*X.shape[:2], c, k)
-        null[:, j : j + c] = np.sqrt(np.einsum("tnck,tnck->tnc", P, P)).mean(axis=1, dtype=np.float64)
-    q = (1 - ci) / 2
-    n_lo, n_hi = np.quantile(null, [q, 1 - q], axis=1)
-    null_bu = null[last] - null[0]  # the same change for each random subspace: (m,)
-    bu_null_lo, bu_null_hi = np.quantile(null_bu, [q, 1 - q])
-    mid = float(np.median(null_bu))
-    eq = equivalence_test(float(bu), bu_boot, mid, margin_chance * chance)
-    return pd.DataFrame({
-        "step": np.arange(ts.steps + 1), "alignment": est, "lo": lo, "hi": hi, "k": k, "chance": chance,
-        "ratio": est / chance, "ratio_lo": lo / chance, "ratio_hi": hi / chance,
-        "null_ratio_lo": n_lo / chance, "null_ratio_hi": n_hi / chance,
-        "build_up": float(bu), "build_up_lo": float(bu_lo), "build_up_hi": float(bu_hi),
-        "build_up_null_lo": bu_null_lo, "build_up_null_hi": bu_null_hi,
-        "p_build_up": float(empirical_p(np.array([bu]), null_bu[None])[0]),
-        "build_up_null_mid": mid, "excess": eq.difference, "excess_lo": eq.lo, "excess_hi": eq.hi,
-        "margin": eq.margin, "p_equivalent": eq.p,
-    })
-
-
-def fitted_rate_interval(
-    per_prompt: np.ndarray, counts: np.ndarray, fit: tuple[int, int], *, floor: float = 1e-9,
-    n_boot: int = 200, ci: float = 0.95, seed: int = 0,
-) -> tuple[float, float, float]:
-    """Fitted per-step rate of a mean distance curve and its percentile bootstrap interval over prompts.
-
-    The rate is ``exp`` of the least-squares slope of ``log e_t`` over steps ``fit[0]..fit[1]`` (points at or
-    below ``floor`` left out), as :func:`lib.linalg.power.fitted_ratio`, with ``e_t`` the token-weighted mean
-    distance; each bootstrap resample draws prompts with replacement and refits. Vectorised over resamples.
-
-    Args:
-        per_prompt: ``(T+1, P)`` per-prompt sums of the per-token distance.
-        counts: ``(P,)`` tokens per prompt.
-        fit: first and last step of the fit.
-
-    Returns:
-        ``(rate, lo, hi)``.
-    """
-    sums, counts = np.asarray(per_prompt, dtype=np.float64), np.asarray(counts, dtype=np.float64)
-    start, stop = fit
-    rng = np.random.default_rng(seed)
-    W = np.zeros((n_boot + 1, counts.size))
-    W[0] = 1.0  # the estimate itself, then the resamples
-    np.add.at(W, (np.arange(1, n_boot + 1)[:, None], rng.integers(0, counts.size, (n_boot, counts.size))), 1.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        e = (sums[start:stop + 1] @ W.T) / (W @ counts)  # (steps, n_boot + 1)
-    t = np.arange(start, start + e.shape[0], dtype=np.float64)[:, None]
-    keep = (e > floor) & np.isfinite(e)
-    y = np.where(keep, np.log(np.where(keep, e, 1.0)), 0.0)
-    n, st, sy = keep.sum(0), (keep * t).sum(0), y.sum(0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        slope = (n * (keep * t * y).sum(0) - st * sy) / (n * (keep * t * t).sum(0) - st**2)
-    slope[n < 2] = np.nan
-    if np.isnan(slope[0]):
-        raise ValueError("need at least two distances above the floor in the fit window to fit a rate")
-    q = (1 - ci) / 2
-    lo, hi = np.nanquantile(np.exp(slope[1:]), [q, 1 - q]) if n_boot else (np.nan, np.nan)
-    return float(np.exp(slope[0])), float(lo), float(hi)
-
-
-def shared_convergence(
-    ts: TokenStates, eb: EigenBases, *, anchor: int = 20, n_boot: int = 200, seed: int = 0,
-    fit: tuple[int, int] | None = None,
-) -> pd.DataFrame:
-    """Distance of iterated tokens to the principal direction (or plane) and to ``span{v_1, v_2}``, per step.
-
-    For a shared layer (``eb`` of one layer), the power-method picture predicts that the sine of the
-    angle between a token and its target shrinks like ``C · r^t`` with ``r = gap_ratio`` (target
-    ``v_1``, or the plane of a complex pair) or ``r = subspace_ratio`` (target ``span{v_1, v_2}``)
-    [paper: rates set by the gap; form ours, chapter 2]. ``C`` is fitted at step ``anchor`` (after the tokens of
-    a prompt have had time to reach consensus), so only the *slope* is a prediction.
-
-    Returns:
-        Long format: ``step``, ``target``, ``alignment`` (mean ``a``) with bootstrap ``lo``/``hi`` over
-        prompts, ``distance`` (mean sine of the angle to the target, ``sqrt(1 − a²)``), ``predicted`` (``C r^t``),
-        ``rate`` (``r``) and ``chance`` (the chance level ``c_{d,k}`` of the target's dimension); with ``fit``
-        (first and last step), also ``fitted``, ``fitted_lo``, ``fitted_hi``: the rate fitted to ``distance``
-        and its bootstrap interval over prompts (:func:`fitted_rate_interval`).
-    """
-    if eb.n_layers != 1:
-        raise ValueError("shared_convergence needs the bases of one shared layer (use EigenBases.layer(t))")
-    counts = np.bincount(ts.prompt, minlength=ts.n_prompts).astype(np.float64)
-    steps = np.arange(ts.steps + 1)
-    frames = []
-    targets = (
-        ("plane of λ₁, λ̄₁" if eb.lambda1_complex[0] else "v₁", eb.v1[0], float(eb.gap_ratio[0]), int(eb.k1[0])),
-        ("span{v₁, v₂}", eb.v12[0], float(eb.subspace_ratio[0]), int(eb.k12[0])),
-    )
-    for name, B, rate, k in targets:
-        a = step_alignment(ts, B)  # (T+1, N)
-        dist = distance_to_subspace(ts.states, B)  # ‖(I − BBᵀ)x‖/‖x‖, no cancellation near 0
-        est, lo, hi = bootstrap_ratio(_prompt_sums(a, ts.prompt, ts.n_prompts), counts, n_boot=n_boot, seed=seed)
-        dmean = _prompt_sums(dist, ts.prompt, ts.n_prompts).sum(-1) / counts.sum()
-        a_k = min(anchor, ts.steps)
-        frame = pd.DataFrame({
-            "step": steps, "target": name, "alignment": est, "lo": lo, "hi": hi, "distance": dmean,
-            "predicted": dmean[a_k] * rate ** (steps - a_k), "rate": rate, "chance": baseline_subspace(ts.d, k),
-        })
-        if fit is not None:
-            per_prompt = _prompt_sums(dist, ts.prompt, ts.n_prompts)
-            frame["fitted"], frame["fitted_lo"], frame["fitted_hi"] = fitted_rate_interval(
-                per_prompt, counts, fit, n_boot=n_boot, seed=seed)
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True)
-
-
-# -- summaries for tables and text -------------------------------------------------------------------
-def _fmt_p(p: float) -> str:
-    """A p- or q-value for a table: three decimals, or "<0.001"."""
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-GAMMA_RHO_FORMAT: dict[str, str] = {"γₜ": "{:.4f}", "chance c(d, k)": "{:.4f}", "γₜ / chance": "{:.2f}",
-                                     "Δγₜ": "{:.4f}", "ρₜ": "{:.3f}"}
-"""How the page shows the numeric columns of :func:`gamma_rho_table` (a ``Styler.format`` dict): one precision per
-quantity, the same as its interval's text (γ_t / chance two decimals, ρ_t three)."""
-
-
-def gamma_rho_table(results: pd.DataFrame, *, null: bool = True) -> pd.DataFrame:
-    """γ_t and ρ_t against their chance level and their own null: one display row per ``(variant, layer)``.
-
-    Args:
-        results: rows of :func:`gamma_rho` with a ``variant`` column and the test columns of
-            :func:`random_null` merged in (``gamma_null_lo`` … ``q_rho``), as
-            :func:`lib.chapters.real_models.layer_varying` returns them.
-        null: ``False`` for rows without a null test (plain :func:`gamma_rho` rows plus ``variant``): the
-            null and ``q`` columns are left out and ``tokens`` is added.
-
-    Returns:
-        Columns ``variant``, ``layer``, ``k``, ``γₜ``, ``chance c(d, k)``, ``γₜ / chance`` and its
-        ``95% CI`` (text), ``null 95% range of γₜ / chance`` (text), ``q(γₜ)``, ``Δγₜ`` (``tilt``; with its
-        ``null 95% range of Δγₜ`` and ``q(Δγₜ)`` where ``results`` carry the tilt's test), ``ρₜ`` and its ``95% CI`` (text), ``null 95% range of ρₜ`` (text) and ``q(ρₜ)`` (BH-adjusted
-        p-values across layers, text), in the row order of ``results``. Formats: :data:`GAMMA_RHO_FORMAT`.
-    """
-    t = results
-    table = pd.DataFrame({
-        "variant": t.variant, "layer": t.layer, "k": t.k,
-        "γₜ": t.gamma, "chance c(d, k)": t.chance, "γₜ / chance": t.gamma_ratio,
-        "γₜ / chance 95% CI": [f"[{a:.2f}, {b:.2f}]" for a, b in zip(t.gamma_ratio_lo, t.gamma_ratio_hi)],
-    })
-    if null:
-        table["null 95% range of γₜ / chance"] = [
-            f"[{a:.2f}, {b:.2f}]" for a, b in zip(t.gamma_ratio_null_lo, t.gamma_ratio_null_hi)]
-        table["q(γₜ)"] = [_fmt_p(x) for x in t.q_gamma]
-    table["Δγₜ"] = t.tilt.to_numpy()
-    if null and "q_tilt" in t:
-        table["null 95% range of Δγₜ"] = [f"[{a:+.4f}, {b:+.4f}]" for a, b in zip(t.tilt_null_lo, t.tilt_null_hi)]
-        table["q(Δγₜ)"] = [_fmt_p(x) for x in t.q_tilt]
-    table["ρₜ"] = t.rho.to_numpy()
-    table["ρₜ 95% CI"] = [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_lo, t.rho_hi)]
-    if null:
-        table["null 95% range of ρₜ"] = [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_null_lo, t.rho_null_hi)]
-        table["q(ρₜ)"] = [_fmt_p(x) for x in t.q_rho]
-    else:
-        table["tokens"] = t.tokens.to_numpy()
-    return table
-
-
+# -- one layer's tilt on random tokens (chapter 1, section 1.2) ----------------------------------------------
 @dataclass(frozen=True)
-class NullRange:
-    """Extremes of a :func:`random_null` table, over all its rows (layers and variants).
+class TiltTest:
+    """One layer's tilt toward a direction ``v`` on independent sets of random tokens, against chance and a null.
 
     Attributes:
-        rho_lo, rho_hi: the lowest 2.5% and highest 97.5% point of the layers' ρ_t null distributions.
-        gamma_ratio_lo, gamma_ratio_hi: the same for γ_t / chance (1 for isotropic states).
+        gamma_in, gamma: mean alignment ``a(x, v)`` of the tokens before and after the layer.
+        chance: ``c_{d,1}``, the mean alignment of a random direction with a fixed line.
+        gamma_null_lo, gamma_null_hi: central 95% range of ``gamma`` for the same output tokens against
+            ``draws`` random directions. p_gamma: the one-sided empirical p-value of ``gamma``.
+        rho: the share of tokens whose alignment grew; rho_null_lo, rho_null_hi, p_rho: its null test.
+        draws: random directions in the null.
+        tilt: ``gamma − gamma_in``; tilt_null_lo, tilt_null_hi, p_tilt: its own null test (the change of the same
+            tokens' alignment with each random direction across the layer).
     """
 
-    rho_lo: float
-    rho_hi: float
-    gamma_ratio_lo: float
-    gamma_ratio_hi: float
+    gamma_in: float
+    gamma: float
+    chance: float
+    gamma_null_lo: float
+    gamma_null_hi: float
+    p_gamma: float
+    rho: float
+    rho_null_lo: float
+    rho_null_hi: float
+    p_rho: float
+    draws: int
+    tilt: float = float("nan")
+    tilt_null_lo: float = float("nan")
+    tilt_null_hi: float = float("nan")
+    p_tilt: float = float("nan")
 
 
-def null_range(null: pd.DataFrame) -> NullRange:
-    """:class:`NullRange` of the rows of :func:`random_null` (each row divided by its own chance level)."""
-    return NullRange(float(null.rho_null_lo.min()), float(null.rho_null_hi.max()),
-                     float(null.gamma_ratio_null_lo.min()), float(null.gamma_ratio_null_hi.max()))
+def one_layer_tilt(weights: Any, v: Any, *, n_tokens: int, n_sets: int, m: int = 1000, seed: int = 0) -> TiltTest:
+    """Run one layer of :mod:`lib.theory.dynamics` on ``n_sets`` independent sets of ``n_tokens`` random tokens
+    and test its tilt toward ``v``.
 
-
-def diagonal_wins(matrix: np.ndarray) -> int:
-    """Rows ``t`` of a square ``(T, T)`` map (e.g. :func:`cross_layer`) whose diagonal entry is at least every
-    other entry of the row: the layers for which their *own* direction gives the largest value."""
-    m = np.asarray(matrix, dtype=np.float64)
-    if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2:
-        raise ValueError(f"need a square matrix with at least 2 rows, got shape {m.shape}")
-    return int((np.diag(m) >= m.max(axis=1)).sum())  # "at least every other entry" = "the row's maximum"
-
-
-def range_position(x: float, xs: Sequence[float]) -> str:
-    """``"above"`` if ``x > max(xs)``, ``"below"`` if ``x < min(xs)``, else ``"within"`` (ends included)."""
-    if len(xs) == 0:
-        raise ValueError("xs is empty: need at least one value to compare with")
-    return "above" if x > max(xs) else ("below" if x < min(xs) else "within")
+    Set ``s`` is :func:`lib.theory.toys.random_tokens` with seed ``s``; the sets play the role of prompts (the
+    tokens of one set move together, so one set alone would be a weak test). The statistics are
+    :func:`gamma_rho` (no bootstrap) and :func:`random_null` against ``m`` random directions (seed ``seed``),
+    with ``v`` as a one-dimensional basis.
+    """
+    d = int(np.asarray(v).shape[0])
+    runs = [dynamics.simulate(weights, toys.random_tokens(n_tokens, d, seed=s), 1).numpy() for s in range(n_sets)]
+    ts = TokenStates.from_trajectories(runs)
+    basis = np.asarray(v, dtype=np.float64)[:, None][None]
+    null = random_null(ts, basis, m=m, seed=seed).iloc[0]
+    obs = gamma_rho(ts, basis, n_boot=0).iloc[0]
+    return TiltTest(float(obs.gamma_in), float(null.gamma), float(null.chance), float(null.gamma_null_lo),
+                    float(null.gamma_null_hi), float(null.p_gamma), float(null.rho), float(null.rho_null_lo),
+                    float(null.rho_null_hi), float(null.p_rho), m, float(null.tilt), float(null.tilt_null_lo),
+                    float(null.tilt_null_hi), float(null.p_tilt))

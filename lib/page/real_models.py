@@ -1,7 +1,10 @@
-"""Altair builders for chapter 3 (real-model experiments), in the book's one style.
+"""Chapter 3's page (``book/03_real_models.md``): its charts, the tables built for the reader, the words of its prose.
 
-Every builder takes the long-format tables of :mod:`lib.methods.alignment` / :mod:`lib.chapters.real_models` and a
-``model`` label that :func:`lib.page.plotting.titled` puts in the subtitle. Trained weights and random-init
+The frames come from :mod:`lib.chapters.real_models` and :mod:`lib.chapters.real_models_directions` (which compute,
+and state the verdict rules); this module only draws, tabulates and words them.
+
+**Charts.** Altair builders in the book's one style. Every builder takes the long-format tables of
+:mod:`lib.methods.alignment` / :mod:`lib.chapters.real_models` and a ``model`` label that :func:`lib.page.plotting.titled` puts in the subtitle. Trained weights and random-init
 twins are told apart by colour only (:func:`lib.page.plotting.model_palette`: trained blue, twins
 orange/vermillion/brown), every other distinction by position or dash; null bands are grey and chance
 levels black dashed, each with its legend entry; trained and random init share their axes.
@@ -9,22 +12,81 @@ levels black dashed, each with its legend entry; trained and random init share t
 The per-layer statistics (:func:`gamma_rho_chart`, :func:`depth_profile_chart`) put each model's estimate
 with its 95% bootstrap interval *on its own null band*, side by side within the layer, so that "beats its
 null" is read off as "the dot lies above its grey bar".
+
+**Tables.** One display row per layer, run or model, with one precision per quantity everywhere
+(:func:`table_formats`, :data:`GAMMA_RHO_FORMAT`): :func:`paper_models_table` (3.5), :func:`shared_runs_table`
+and :func:`shared_run_row` (3.2), :func:`gamma_rho_table` (3.3), :func:`overview_table` (3.4) and
+:func:`direction_table` (LA7, LA8). Model labels in table cells are shortened by :func:`short_label`.
+
+**Prose.** The values the chapter glues into its text, by glue name: :func:`gamma_rho_glue`,
+:func:`build_up_glue`, :func:`direction_glue`, with the phrases they use (:func:`layer_list`, :func:`beat_phrase`,
+:func:`p_phrase`, :func:`build_up_text`, :func:`build_up_summary`) and the offline build's note
+(:func:`offline_message`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
+from lib.chapters.real_models import (
+    FDR,
+    TRAJECTORIES,
+    build_up_status,
+    compare_to_twins,
+    layer_range,
+    layers_where,
+    null_range,
+    select_source,
+)
+from lib.chapters.real_models_directions import DIRECTION_STATISTICS, direction_verdict
+from lib.linalg.power import fitted_ratio
+from lib.models.paper import PAPER_MODELS, estimate_seconds
 from lib.page.plotting import NULL_COLOR, model_color, model_kind, model_palette, titled
 
-__all__ = ["CHANCE_LABEL", "NULL_LABEL", "convergence_chart", "cross_layer_chart", "depth_profile_chart",
-           "gamma_rho_chart", "paper_model_figure", "series_of", "spectrum_summary_chart"]
+if TYPE_CHECKING:
+    from lib.chapters.real_models import Analysis, LayerRange, SharedRun, TwinComparison
+    from lib.chapters.real_models_directions import DirectionTests
 
+__all__ = [
+    "CHANCE_LABEL",
+    "GAMMA_RHO_FORMAT",
+    "NULL_LABEL",
+    "BuildUp",
+    "beat_phrase",
+    "build_up_glue",
+    "build_up_summary",
+    "build_up_text",
+    "convergence_chart",
+    "cross_layer_chart",
+    "depth_profile_chart",
+    "direction_glue",
+    "direction_table",
+    "gamma_rho_chart",
+    "gamma_rho_glue",
+    "gamma_rho_table",
+    "layer_list",
+    "offline_message",
+    "overview_row",
+    "overview_table",
+    "p_phrase",
+    "paper_model_figure",
+    "paper_models_table",
+    "series_of",
+    "shared_run_row",
+    "shared_run_rows",
+    "shared_runs_table",
+    "short_label",
+    "spectrum_summary_chart",
+    "table_formats",
+]
+
+# -- charts ----------------------------------------------------------------------------------------------------
 NULL_LABEL = "null: central 95% (random subspaces)"
 """Legend entry of the grey null bands."""
 CHANCE_LABEL = "chance level (isotropic tokens)"
@@ -102,8 +164,6 @@ def _offset_panel(
 
 
 def _sources(df: pd.DataFrame) -> list[str]:
-    from lib.chapters.real_models import TRAJECTORIES
-
     present = list(dict.fromkeys(df["source"]))
     return [s for s in TRAJECTORIES if s in present] + [s for s in present if s not in TRAJECTORIES]
 
@@ -146,7 +206,7 @@ def depth_profile_chart(
 ) -> alt.TopLevelMixin:
     """Alignment with one fixed basis against depth, over chance, one panel per trajectory source: each model's
     mean with its bootstrap interval on the grey band of random subspaces of the same dimension, and the chance
-    level (rows of :func:`lib.methods.alignment.fixed_direction_profile` plus ``variant``)."""
+    level (rows of :func:`lib.chapters.real_models.fixed_direction_profile` plus ``variant``)."""
     d = df.copy()
     d["series"], d["source"] = _split(d["variant"])
     order = list(dict.fromkeys(d["series"]))
@@ -170,7 +230,7 @@ def convergence_chart(
     ``span{v₁, v₂}``), one colour per series (trained blue, random init orange...), shared axes.
 
     Args:
-        df: rows of :func:`lib.methods.alignment.shared_convergence`, optionally with a ``series`` column
+        df: rows of :func:`lib.chapters.real_models.shared_convergence`, optionally with a ``series`` column
             (:func:`lib.chapters.real_models.shared_runs_frame`: several runs, e.g. trained and a random-init twin).
         series: the legend label of a ``df`` without a ``series`` column (default: ``"trained"`` or
             ``"random init"`` as ``model`` says, else ``model``).
@@ -298,3 +358,330 @@ def paper_model_figure(run: object, name: str) -> tuple[alt.TopLevelMixin, str, 
     chart = gamma_rho_chart(results, model=f"{label}, {prompts} prompts", title=f"{hub}: γₜ / chance and ρₜ")
     return chart, name, (f"{hub}: γₜ over its chance level and ρₜ per layer, on {prompts} prompts, against each "
                          "layer's own null (grey); simplified model and real forward pass.")
+
+
+# -- tables for the reader: one row per layer, run or model; one precision per quantity ----------------------
+def _p(p: float) -> str:
+    """A p- or q-value for a table: three decimals, or "<0.001"."""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def short_label(label: str) -> str:
+    """The part of a model label in parentheses, for table cells (figures keep the full label).
+
+    ``"all-MiniLM-L6-v2 (random init, seed 1)"`` → ``"random init, seed 1"``; a label without
+    parentheses comes back unchanged.
+    """
+    return label.split("(", 1)[-1].rstrip(")")
+
+
+def paper_models_table() -> pd.DataFrame:
+    """:data:`PAPER_MODELS` as a table for the page: ``hub id``, ``d``, ``layers``, ``shared weights``."""
+    return pd.DataFrame([{"hub id": m.hub_id, "d": m.d, "layers": m.n_layers, "shared weights": m.shared}
+                         for m in PAPER_MODELS])
+
+
+def shared_run_rows(
+    conv: pd.DataFrame, *, label: str, layer: int, fit: tuple[int, int] = (20, 50), floor: float = 1e-9
+) -> list[dict[str, Any]]:
+    """Summary of one shared-layer run: one row per target of :func:`lib.chapters.real_models.shared_convergence`.
+
+    Args:
+        conv: the run's ``shared_convergence`` rows (steps ``0..T``; the principal target first).
+        label: the model's label (shortened by :func:`short_label`).
+        layer: the iterated layer, 1-based.
+        fit: first and last step of the fitted rate (:func:`lib.linalg.power.fitted_ratio` of the mean distance).
+        floor: distances below it are left out of the fit (round-off level).
+
+    Returns:
+        Dicts with ``model``, ``layer iterated``, ``target``, ``predicted rate r`` (the gap or subspace
+        ratio), ``fitted rate (steps a–b)`` (and its ``fitted rate 95% CI`` over prompts when ``conv`` was
+        computed with ``fit``), ``alignment at step 0`` and ``alignment at step T``.
+    """
+    start, stop = fit
+    rows = []
+    for target, g in conv.groupby("target", sort=False):
+        g = g.set_index("step")
+        rows.append({
+            "model": short_label(label), "layer iterated": layer, "target": target,
+            "predicted rate r": g.rate.iloc[0],
+            f"fitted rate (steps {start}–{stop})": fitted_ratio(
+                g.distance.loc[:stop].to_numpy(), start=start, floor=floor),
+            **({"fitted rate 95% CI": f"{g.fitted_lo.iloc[0]:.3f}–{g.fitted_hi.iloc[0]:.3f}"}
+               if "fitted_lo" in g else {}),
+            "alignment at step 0": g.alignment.iloc[0],
+            f"alignment at step {int(g.index[-1])}": g.alignment.iloc[-1],
+        })
+    return rows
+
+
+def shared_run_row(table: pd.DataFrame, label: str, layer: int) -> pd.Series:
+    """The row of the principal target (``v₁``, or the plane of a complex pair) of one run in a table of
+    :func:`shared_run_rows`, found by the model's full ``label`` and the 1-based ``layer`` iterated."""
+    rows = table[(table.model == short_label(label)) & (table["layer iterated"] == layer)]
+    if rows.empty:
+        raise KeyError(f"no shared run of {label!r}, layer {layer}")
+    return rows.iloc[0]
+
+
+def shared_runs_table(runs: Sequence[SharedRun], fit: tuple[int, int] = (20, 50)) -> pd.DataFrame:
+    """:func:`shared_run_rows` of every run, in order: one row per run and target."""
+    return pd.DataFrame([row for r in runs for row in shared_run_rows(r.convergence, label=r.label, layer=r.layer,
+                                                                        fit=fit)])
+
+
+GAMMA_RHO_FORMAT: dict[str, str] = {"γₜ": "{:.4f}", "chance c(d, k)": "{:.4f}", "γₜ / chance": "{:.2f}",
+                                     "Δγₜ": "{:.4f}", "ρₜ": "{:.3f}"}
+"""How the page shows the numeric columns of :func:`gamma_rho_table` (a ``Styler.format`` dict): one precision per
+quantity, the same as its interval's text (γ_t / chance two decimals, ρ_t three)."""
+
+
+def gamma_rho_table(results: pd.DataFrame, *, null: bool = True) -> pd.DataFrame:
+    """γ_t and ρ_t against their chance level and their own null: one display row per ``(variant, layer)``.
+
+    Args:
+        results: rows of :func:`lib.methods.alignment.gamma_rho` with a ``variant`` column and the test columns
+            of :func:`lib.methods.alignment.random_null` merged in (``gamma_null_lo`` … ``q_rho``), as
+            :func:`lib.chapters.real_models.layer_varying` returns them.
+        null: ``False`` for rows without a null test (plain :func:`lib.methods.alignment.gamma_rho` rows plus
+            ``variant``): the null and ``q`` columns are left out and ``tokens`` is added.
+
+    Returns:
+        Columns ``variant``, ``layer``, ``k``, ``γₜ``, ``chance c(d, k)``, ``γₜ / chance`` and its
+        ``95% CI`` (text), ``null 95% range of γₜ / chance`` (text), ``q(γₜ)``, ``Δγₜ`` (``tilt``; with its
+        ``null 95% range of Δγₜ`` and ``q(Δγₜ)`` where ``results`` carry the tilt's test), ``ρₜ`` and its ``95% CI`` (text), ``null 95% range of ρₜ`` (text) and ``q(ρₜ)`` (BH-adjusted
+        p-values across layers, text), in the row order of ``results``. Formats: :data:`GAMMA_RHO_FORMAT`.
+    """
+    t = results
+    table = pd.DataFrame({
+        "variant": t.variant, "layer": t.layer, "k": t.k,
+        "γₜ": t.gamma, "chance c(d, k)": t.chance, "γₜ / chance": t.gamma_ratio,
+        "γₜ / chance 95% CI": [f"[{a:.2f}, {b:.2f}]" for a, b in zip(t.gamma_ratio_lo, t.gamma_ratio_hi)],
+    })
+    if null:
+        table["null 95% range of γₜ / chance"] = [
+            f"[{a:.2f}, {b:.2f}]" for a, b in zip(t.gamma_ratio_null_lo, t.gamma_ratio_null_hi)]
+        table["q(γₜ)"] = [_p(x) for x in t.q_gamma]
+    table["Δγₜ"] = t.tilt.to_numpy()
+    if null and "q_tilt" in t:
+        table["null 95% range of Δγₜ"] = [f"[{a:+.4f}, {b:+.4f}]" for a, b in zip(t.tilt_null_lo, t.tilt_null_hi)]
+        table["q(Δγₜ)"] = [_p(x) for x in t.q_tilt]
+    table["ρₜ"] = t.rho.to_numpy()
+    table["ρₜ 95% CI"] = [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_lo, t.rho_hi)]
+    if null:
+        table["null 95% range of ρₜ"] = [f"[{a:.3f}, {b:.3f}]" for a, b in zip(t.rho_null_lo, t.rho_null_hi)]
+        table["q(ρₜ)"] = [_p(x) for x in t.q_rho]
+    else:
+        table["tokens"] = t.tokens.to_numpy()
+    return table
+
+
+def overview_row(label: str, results: pd.DataFrame, source: str) -> dict[str, Any]:
+    """One model and trajectory source, summarised over layers: a row of the trained-vs-random-init overview.
+
+    Keys: ``model`` (``label``), ``trajectories`` (``source``), ``mean γₜ / chance``, ``mean Δγₜ``,
+    ``mean ρₜ``, and ``layers where γₜ beats its null`` / ``layers where ρₜ beats its null`` (FDR 5%,
+    as text: the layers, or "none"), and ``layers where Δγₜ beats its null`` where ``results`` test the tilt.
+    """
+    r = select_source(results, source)
+    def beat(col: str) -> str:
+        layers = layers_where(r, r[col] < FDR)
+        return ", ".join(map(str, layers)) if layers else "none"
+    row = {"model": label, "trajectories": source, "mean γₜ / chance": r.gamma_ratio.mean(),
+           "mean Δγₜ": r.tilt.mean(), "mean ρₜ": r.rho.mean(),
+           "layers where γₜ beats its null": beat("q_gamma")}
+    if "q_tilt" in r:
+        row["layers where Δγₜ beats its null"] = beat("q_tilt")
+    return {**row, "layers where ρₜ beats its null": beat("q_rho")}
+
+
+def overview_table(analyses: Sequence[Analysis]) -> pd.DataFrame:
+    """Section 3.4's table: one :func:`overview_row` per model and trajectory source, in order."""
+    return pd.DataFrame([overview_row(a.model.label, a.results, source)
+                         for a in analyses for source in TRAJECTORIES])
+
+
+def direction_table(tests: Sequence[DirectionTests]) -> pd.DataFrame:
+    """One display row per model and statistic: layers beating the random-subspace null, the own-direction test
+    (excess of the diagonal, rows won, permutation p) and the twin-direction p (text, "—" for a twin)."""
+    rows = []
+    for t in tests:
+        for k, name in DIRECTION_STATISTICS.items():
+            own, fore = t.own[k], t.foreign[k]
+            rows.append({"model": t.label, "statistic": name,
+                         "layers above the random-subspace null": ", ".join(map(str, t.beat[k])) or "none",
+                         "own − other layers' v₁": own.excess, "rows won": own.wins,
+                         "p, own vs other layers' v₁": _p(own.p),
+                         "p, own vs twins' v₁": "—" if fore is None else _p(fore.p)})
+    return pd.DataFrame(rows)
+
+
+def table_formats(columns: Sequence[str]) -> dict[str, str]:
+    """One ``Styler.format`` string per numeric column of chapter 3's tables: a quantity has one precision
+    everywhere (rates 3 decimals, as their interval texts; alignments 4; γ_t / chance 2; Δγ_t 4; ρ_t 3)."""
+    prefixes = {"predicted rate": "{:.3f}", "fitted rate (": "{:.3f}", "alignment at step": "{:.4f}"}
+    exact = {"mean γₜ / chance": "{:.2f}", "mean Δγₜ": "{:.4f}", "mean ρₜ": "{:.3f}", **GAMMA_RHO_FORMAT}
+    out = {}
+    for col in columns:
+        fmt = exact.get(col) or next((f for prefix, f in prefixes.items() if col.startswith(prefix)), None)
+        if fmt is not None:
+            out[col] = fmt
+    return out
+
+
+# -- the words of chapter 3's prose: the numbers and phrases its glue quotes ---------------------------------
+def p_phrase(p: float) -> str:
+    """A p-value for the prose: ``"p = 0.003"``, or ``"p < 0.001"``."""
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def layer_list(layers: Sequence[int]) -> str:
+    """``"layers 1, 2 and 4"``, ``"layer 3"`` or ``"no layer"``."""
+    words = [str(x) for x in layers]
+    if not words:
+        return "no layer"
+    if len(words) == 1:
+        return f"layer {words[0]}"
+    return "layers " + ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def beat_phrase(r: LayerRange, c: TwinComparison, metric: str) -> str:
+    """``"k of L layers (trained) vs a, b, c (twins)"``: layers beating their own null, for ``metric``
+    (``"gamma"`` or ``"rho"``) of one source."""
+    if metric not in ("gamma", "rho"):
+        raise ValueError(f"metric must be 'gamma' or 'rho', got {metric!r}")
+    tr, tw = getattr(r, f"{metric}_beat"), getattr(c, f"twin_{metric}_beat")
+    return f"{len(tr)} of {r.layers} layers (trained) vs {', '.join(map(str, tw))} (twins)"
+
+
+def gamma_rho_glue(trained: Analysis, twins: Sequence[Analysis], source: str) -> dict[str, Any]:
+    """The values section 3.3's prose quotes for one trajectory source, by glue name (without the source prefix).
+
+    ``ratio_range`` / ``rho_range`` (trained, over layers), ``g_beat`` / ``r_beat`` (how many layers beat
+    their own null, ints) and ``*_layers`` (which, in words), ``null_g`` / ``null_rho`` (the nulls' central 95%
+    ranges), the same for the twins pooled (``tw_*``), the means over layers (``tr_g``, ``tw_g``, ``tr_r``,
+    ``tw_r``) and where the trained one lies in the twins' range (``g_where``, ``r_where``), the layers above
+    every twin (``g_above``, ``r_above``) and two verdict sentences (``means_verdict``, ``null_verdict``).
+    """
+    res_tw = [a.results for a in twins]
+    r = layer_range(trained.results, source)
+    nr = null_range(select_source(trained.null, source))
+    c = compare_to_twins(trained.results, res_tw, source)
+    tw = layer_range(pd.concat(res_tw), source)
+    more = {m: len(getattr(r, f"{m}_beat")) > max(getattr(c, f"twin_{m}_beat")) for m in ("gamma", "rho")}
+    if all(more.values()):
+        null_verdict = ("the trained layers beat their own null more often than those of any twin, for both γₜ "
+                        "and ρₜ")
+    elif any(more.values()):
+        null_verdict = ("the trained layers beat their own null more often than any twin's for "
+                        + ("γₜ" if more["gamma"] else "ρₜ") + " only")
+    else:
+        null_verdict = "the trained layers beat their own null no more often than some twin's"
+    return {
+        "ratio_range": f"{r.gamma_ratio_min:.2f}–{r.gamma_ratio_max:.2f}",
+        "rho_range": f"{r.rho_min:.2f}–{r.rho_max:.2f}",
+        "g_beat": len(r.gamma_beat), "g_beat_layers": layer_list(r.gamma_beat),
+        "r_beat": len(r.rho_beat), "r_beat_layers": layer_list(r.rho_beat),
+        "null_rho": f"{nr.rho_lo:.2f}–{nr.rho_hi:.2f}",
+        "null_g": f"{nr.gamma_ratio_lo:.2f}–{nr.gamma_ratio_hi:.2f}",
+        "tw_ratio_range": f"{tw.gamma_ratio_min:.2f}–{tw.gamma_ratio_max:.2f}",
+        "tw_rho_range": f"{tw.rho_min:.2f}–{tw.rho_max:.2f}",
+        "tw_g_beat": ", ".join(map(str, c.twin_gamma_beat)), "tw_r_beat": ", ".join(map(str, c.twin_rho_beat)),
+        "tr_g": f"{c.trained_gamma:.2f}", "tw_g": ", ".join(f"{g:.2f}" for g in c.twin_gamma),
+        "g_where": c.gamma_where,
+        "tr_r": f"{c.trained_rho:.3f}", "tw_r": ", ".join(f"{x:.3f}" for x in c.twin_rho), "r_where": c.rho_where,
+        "g_above": len(c.gamma_layers_above), "r_above": len(c.rho_layers_above),
+        "means_verdict": ("training raises both means above every random initialization we tried" if c.learned else
+                          "the means over layers do not separate the trained model from random weights of the "
+                          "same architecture"),
+        "null_verdict": null_verdict,
+    }
+
+
+def build_up_text(row: Any) -> str:
+    """``"+0.0154 [+0.0113, +0.0199]"``: a profile's build-up with its bootstrap interval (a row of
+    :func:`lib.chapters.real_models.fixed_direction_profile`)."""
+    return f"{row.build_up:+.4f} [{row.build_up_lo:+.4f}, {row.build_up_hi:+.4f}]"
+
+
+class BuildUp(NamedTuple):
+    """:func:`build_up_glue`'s result: the prose's values (by glue name, without the source prefix), whether
+    the trained alignment at depth ``L−1`` lies inside its null band, and whether its build-up beats the null
+    (one-sided ``p < 0.05``)."""
+
+    values: dict[str, str]
+    last_inside: bool
+    beats_null: bool
+
+
+def build_up_glue(profiles: pd.DataFrame, source: str, n_layers: int) -> BuildUp:
+    """The numbers of the build-up paragraph for one source, from :func:`lib.chapters.real_models.depth_profiles`
+    (trained and twins); with the equivalence test's columns also ``excess`` (over the null's median, with its 90%
+    interval), ``margin``, ``p_eq`` (TOST, :func:`p_phrase`) and ``status``
+    (:func:`lib.chapters.real_models.build_up_status`)."""
+    build = profiles.groupby("variant", sort=False).first()
+    b = build.loc[f"trained · {source}"]
+    tw = build[(build.who != "trained") & (build.source == source)]
+    rows = profiles[(profiles.variant == f"trained · {source}") & (profiles.step == n_layers - 1)]
+    last = rows.iloc[0]
+    values = {
+        "build": build_up_text(b),
+        "tw_build": ", ".join(f"{x:+.4f}" for x in tw.build_up),
+        "last_ratio": f"{last.ratio:.2f} [{last.ratio_lo:.2f}, {last.ratio_hi:.2f}]",
+        "last_null": f"{last.null_ratio_lo:.2f}–{last.null_ratio_hi:.2f}",
+        "build_null": f"{b.build_up_null_lo:+.4f} to {b.build_up_null_hi:+.4f}",
+        "build_p": f"{b.p_build_up:.3f}",
+    }
+    if "p_equivalent" in b:  # the equivalence test of fixed_direction_profile
+        values.update({
+            "excess": f"{b.excess:+.4f} [{b.excess_lo:+.4f}, {b.excess_hi:+.4f}]", "margin": f"{b.margin:.4f}",
+            "p_eq": p_phrase(b.p_equivalent), "status": build_up_status(b),
+        })
+    inside = bool(last.null_ratio_lo <= last.ratio <= last.null_ratio_hi)
+    return BuildUp(values, inside, bool(b.p_build_up < 0.05))
+
+
+def build_up_summary(statuses: dict[str, str]) -> str:
+    """The prose's sentence on LA9 from :func:`build_up_status` by name of the trained model and source (``"MiniLM's
+    simplified model"`` → ``"none"``): e.g. ``"within its margin of the null in A and B; beyond its null in C"``."""
+    if not statuses:
+        raise ValueError("no build-up test")
+    words = {"none": "within its margin of the null (no build-up) in", "builds up": "beyond its null in",
+             "inconclusive": "neither beyond its null nor shown within its margin (inconclusive) in"}
+    parts = []
+    for status, phrase in words.items():
+        names = [n for n, s in statuses.items() if s == status]
+        if names:
+            listed = " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
+            parts.append(f"{phrase} {listed}")
+    return "; ".join(parts)
+
+
+def direction_glue(tests: Sequence[DirectionTests], n_layers: int) -> dict[str, Any]:
+    """The values the own-direction paragraph quotes for one model (trained first, then its twins), by glue name
+    without the model prefix: per statistic ``k`` (``gamma``, ``tilt``, ``rho``) ``own_p_<k>`` and ``twin_p_<k>``
+    (:func:`p_phrase`), ``wins_<k>`` (rows whose own direction is the row's best) and ``excess_<k>``; the layers
+    that count for LA7 (γ and Δγ) and LA8 (ρ), ``la7_layers`` / ``la8_layers`` (words) and ``la7_n`` / ``la8_n``,
+    the twins' counts ``la7_twins`` / ``la8_twins`` ("a, b, c") and the two verdicts ``la7_verdict`` /
+    ``la8_verdict`` (:func:`direction_verdict`)."""
+    trained, *twins = tests
+    out: dict[str, Any] = {}
+    for k in DIRECTION_STATISTICS:
+        out[f"own_p_{k}"] = p_phrase(trained.own[k].p)
+        out[f"twin_p_{k}"] = "—" if trained.foreign[k] is None else p_phrase(trained.foreign[k].p)
+        out[f"wins_{k}"] = trained.own[k].wins
+        out[f"excess_{k}"] = f"{trained.own[k].excess:+.2f}" if k != "rho" else f"{trained.own[k].excess:+.3f}"
+    for claim_id, keys in (("la7", ("gamma", "tilt")), ("la8", ("rho",))):
+        held = trained.held(keys)
+        out[f"{claim_id}_layers"] = layer_list(held)
+        out[f"{claim_id}_n"] = len(held)
+        out[f"{claim_id}_twins"] = ", ".join(str(len(t.held(keys))) for t in twins)
+        out[f"{claim_id}_verdict"] = direction_verdict(tests, keys, n_layers)
+    return out
+
+
+def offline_message() -> str:
+    """What chapter 3's real-model section prints in an offline build: what it skipped and how long it would take."""
+    return ("Offline build: the paper's checkpoints were skipped. Set SPECTRAL_BOOK_REAL_MODELS=1 (with network "
+            "access) to run " + ", ".join(s.hub_id for s in PAPER_MODELS) + ".\n"
+            f"Estimated time for all of them on this machine: {estimate_seconds(PAPER_MODELS) / 60:.0f} min.")

@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -46,7 +45,6 @@ from lib.theory import toys
 
 __all__ = [
     "NORMS",
-    "TiltTest",
     "alignment_curves",
     "attention_matrices",
     "bipartite_survival",
@@ -56,7 +54,6 @@ __all__ = [
     "consensus_rates",
     "layer_step",
     "normalize",
-    "one_layer_tilt",
     "shared_run",
     "simulate",
     "visibility_mask",
@@ -357,60 +354,6 @@ def alignment_curves(
         X = simulate(weights, X0, steps, **kw).numpy()
         frames.append(power.alignment_frame(X, directions).assign(variant=name))
     return pd.concat(frames, ignore_index=True)
-
-
-@dataclass(frozen=True)
-class TiltTest:
-    """One layer's tilt toward a direction ``v`` on independent sets of random tokens, against chance and a null.
-
-    Attributes:
-        gamma_in, gamma: mean alignment ``a(x, v)`` of the tokens before and after the layer.
-        chance: ``c_{d,1}``, the mean alignment of a random direction with a fixed line.
-        gamma_null_lo, gamma_null_hi: central 95% range of ``gamma`` for the same output tokens against
-            ``draws`` random directions. p_gamma: the one-sided empirical p-value of ``gamma``.
-        rho: the share of tokens whose alignment grew; rho_null_lo, rho_null_hi, p_rho: its null test.
-        draws: random directions in the null.
-        tilt: ``gamma − gamma_in``; tilt_null_lo, tilt_null_hi, p_tilt: its own null test (the change of the same
-            tokens' alignment with each random direction across the layer).
-    """
-
-    gamma_in: float
-    gamma: float
-    chance: float
-    gamma_null_lo: float
-    gamma_null_hi: float
-    p_gamma: float
-    rho: float
-    rho_null_lo: float
-    rho_null_hi: float
-    p_rho: float
-    draws: int
-    tilt: float = float("nan")
-    tilt_null_lo: float = float("nan")
-    tilt_null_hi: float = float("nan")
-    p_tilt: float = float("nan")
-
-
-def one_layer_tilt(weights: Any, v: Any, *, n_tokens: int, n_sets: int, m: int = 1000, seed: int = 0) -> TiltTest:
-    """Run one layer on ``n_sets`` independent sets of ``n_tokens`` random tokens and test its tilt toward ``v``.
-
-    Set ``s`` is :func:`lib.theory.toys.random_tokens` with seed ``s``; the sets play the role of prompts (the
-    tokens of one set move together, so one set alone would be a weak test). The statistics are
-    :func:`lib.methods.alignment.gamma_rho` (no bootstrap) and :func:`lib.methods.alignment.random_null`
-    against ``m`` random directions (seed ``seed``), with ``v`` as a one-dimensional basis.
-    """
-    from lib.methods import alignment as als
-
-    d = int(np.asarray(v).shape[0])
-    runs = [simulate(weights, toys.random_tokens(n_tokens, d, seed=s), 1).numpy() for s in range(n_sets)]
-    ts = als.TokenStates.from_trajectories(runs)
-    basis = np.asarray(v, dtype=np.float64)[:, None][None]
-    null = als.random_null(ts, basis, m=m, seed=seed).iloc[0]
-    obs = als.gamma_rho(ts, basis, n_boot=0).iloc[0]
-    return TiltTest(float(obs.gamma_in), float(null.gamma), float(null.chance), float(null.gamma_null_lo),
-                    float(null.gamma_null_hi), float(null.p_gamma), float(null.rho), float(null.rho_null_lo),
-                    float(null.rho_null_hi), float(null.p_rho), m, float(null.tilt), float(null.tilt_null_lo),
-                    float(null.tilt_null_hi), float(null.p_tilt))
 
 
 def shared_run(F: Any, steps: int, *, heads: int = 4, n_tokens: int = 10, x0: Any | None = None, seed: int = 0,

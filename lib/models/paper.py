@@ -1,0 +1,210 @@
+"""The paper's checkpoints (chapter 3): the list, the switch that selects them, safe loading, a cost estimate.
+
+* :data:`PAPER_MODELS` lists the checkpoints of the paper as :class:`ModelSpec` (hub id, width ``d``, layers,
+  shared weights, parameters) [paper: the families and the four ALBERT sizes; v2, cased/uncased and the GPT
+  sizes are ours: the paper does not name them; chapter 3, section 3.5].
+* :func:`selected_models` is the one switch: nothing unless ``SPECTRAL_BOOK_REAL_MODELS=1``
+  (:func:`lib.config.real_models_enabled`); then the paper's list, or the comma-separated ids in
+  ``SPECTRAL_BOOK_CH3_MODELS`` (:data:`MODEL_LIST_ENV`) if that is set (to run a subset).
+* :func:`try_load` returns the model, or the message string of :func:`load_failure_message` that a page can
+  print before moving on.
+* :func:`random_albert` builds a random-initialised ALBERT v2 of any of the four sizes (:data:`ALBERT_SIZES`)
+  offline (only a ``config.json`` is written, by :func:`albert_config_dir`; no weights are downloaded): the
+  architecture-only control.
+* :func:`estimate_seconds` / :func:`time_warning`: a run time calibrated on this machine, and a warning before a
+  long CPU run; :func:`best_device` picks the device of the forward passes (every eig stays on the CPU).
+
+Chapter 3's analysis of a loaded checkpoint is :func:`lib.chapters.real_models.run_paper_model`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from lib.config import real_models_enabled
+from lib.errors import SpectralBookError
+from lib.models.loading import load_model
+
+if TYPE_CHECKING:
+    from lib.models.spectral_model import SpectralModel
+
+__all__ = [
+    "ALBERT_SIZES",
+    "MODEL_LIST_ENV",
+    "PAPER_MODELS",
+    "ModelSpec",
+    "albert_config",
+    "albert_config_dir",
+    "best_device",
+    "estimate_seconds",
+    "load_failure_message",
+    "random_albert",
+    "selected_models",
+    "time_warning",
+    "try_load",
+]
+
+
+MODEL_LIST_ENV = "SPECTRAL_BOOK_CH3_MODELS"
+"""Optional comma-separated hub ids that replace the paper's list when the real-model switch is on."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One checkpoint of the paper's set and the sizes needed for a time estimate (public configs)."""
+
+    hub_id: str
+    d: int
+    n_layers: int
+    shared: bool
+    params_m: float  # parameters of the base model, millions (for the forward-pass estimate)
+
+
+PAPER_MODELS: tuple[ModelSpec, ...] = (
+    ModelSpec("albert/albert-base-v2", 768, 12, True, 11.7),
+    ModelSpec("albert/albert-large-v2", 1024, 24, True, 17.7),
+    ModelSpec("albert/albert-xlarge-v2", 2048, 24, True, 58.7),
+    ModelSpec("albert/albert-xxlarge-v2", 4096, 12, True, 222.6),
+    ModelSpec("google-bert/bert-base-uncased", 768, 12, False, 109.5),
+    ModelSpec("openai-community/gpt2", 768, 12, False, 124.4),
+    ModelSpec("EleutherAI/gpt-neo-125m", 768, 12, False, 125.2),
+)
+"""The paper's models [paper: families and ALBERT sizes; exact variants ours]."""
+
+ALBERT_SIZES: dict[str, dict[str, int]] = {
+    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12),
+    "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16),
+    "xlarge": dict(hidden_size=2048, num_hidden_layers=24, num_attention_heads=16),
+    "xxlarge": dict(hidden_size=4096, num_hidden_layers=12, num_attention_heads=64),
+}
+"""ALBERT v2 sizes (the four of the paper, in v2 [ours]); every size has ``embedding_size = 128`` and FFN ``4 d``."""
+
+
+# -- the switch and loading ---------------------------------------------------------------------------
+def selected_models() -> list[str]:
+    """Hub ids the chapter should load: ``[]`` offline (the default), else the paper's set or the override."""
+    if not real_models_enabled():
+        return []
+    override = os.environ.get(MODEL_LIST_ENV, "").strip()
+    if override:
+        return [name.strip() for name in override.split(",") if name.strip()]
+    return [m.hub_id for m in PAPER_MODELS]
+
+
+def try_load(name: str, **kwargs: Any) -> Any:
+    """:func:`lib.models.loading.load_model` that never raises: the model, or a one-paragraph message saying why not.
+
+    The message names the model and keeps the loader's own advice (network, cache, gating, memory), so
+    a page can print it and carry on with the next model.
+    """
+    try:
+        return load_model(name, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - any failure becomes a message on the page
+        return load_failure_message(name, exc)
+
+
+def load_failure_message(name: str, exc: BaseException) -> str:
+    """``"⚠ <name> could not be loaded (<error type>): <message>"``; a type ``lib`` did not raise is "unexpected"."""
+    kind = type(exc).__name__ if isinstance(exc, SpectralBookError) else f"unexpected {type(exc).__name__}"
+    return f"⚠ {name} could not be loaded ({kind}): {exc}"
+
+
+_CONFIG_ROOT: Path | None = None
+
+
+def albert_config(size: str, **overrides: Any):
+    """The ``AlbertConfig`` of ALBERT v2 ``size`` (embedding 128, ``d_ff = 4d``), with ``overrides``."""
+    from transformers import AlbertConfig
+
+    if size not in ALBERT_SIZES:
+        raise ValueError(f"ALBERT size must be one of {sorted(ALBERT_SIZES)}, got {size!r}")
+    h = ALBERT_SIZES[size]["hidden_size"]
+    return AlbertConfig(**{**ALBERT_SIZES[size], "embedding_size": 128, "intermediate_size": 4 * h, **overrides})
+
+
+def albert_config_dir(size: str) -> Path:
+    """A folder holding only the ``config.json`` of ALBERT v2 ``size`` (created once per process)."""
+    global _CONFIG_ROOT
+    config = albert_config(size)  # validates the size
+    if _CONFIG_ROOT is None:
+        _CONFIG_ROOT = Path(tempfile.mkdtemp(prefix="spectral-book-albert-"))
+    folder = _CONFIG_ROOT / f"albert-{size}-v2 config"
+    if not (folder / "config.json").is_file():
+        config.save_pretrained(folder)
+    return folder
+
+
+def random_albert(size: str, seed: int = 0) -> SpectralModel:
+    """ALBERT v2 ``size`` at random initialization (seeded), offline. Its label names the size and seed."""
+    return load_model(str(albert_config_dir(size)), random_init=True, seed=seed)
+
+
+# -- time estimate and device ----------------------------------------------------------------------------------------
+_RATES: dict[str, float] = {}
+
+
+def _calibrate() -> dict[str, float]:
+    """Seconds per unit of work on this machine: ``eig_s`` for one d=512 float64 eig, ``flop_s`` for matmuls."""
+    if not _RATES:
+        rng = np.random.default_rng(0)
+        A = rng.standard_normal((512, 512))
+        t0 = time.perf_counter()
+        np.linalg.eig(A)
+        _RATES["eig_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        A @ A @ A
+        _RATES["flop_s"] = (time.perf_counter() - t0) / (2 * 2 * 512**3)
+    return _RATES
+
+
+def estimate_seconds(
+    specs: Sequence[ModelSpec], *, n_prompts: int = 200, tokens: int = 16, shared_steps: int = 100,
+    shared_prompts: int = 12,
+) -> float:
+    """A rough run time for the real-model part of the chapter on *this* machine's CPU.
+
+    Calibrated by one small eig and one matmul, then scaled: ``d³`` per distinct layer for the
+    eigendecompositions (done in float64 LAPACK on CPU, as the notation page's conventions require, even with a
+    GPU), ``2 · params · tokens`` per forward pass, and ``8 · n · d²`` per simplified step per token.
+    """
+    r = _calibrate()
+    total = 0.0
+    for s in specs:
+        layers = 1 if s.shared else s.n_layers
+        total += r["eig_s"] * layers * (s.d / 512) ** 3
+        total += r["flop_s"] * 2 * s.params_m * 1e6 * n_prompts * tokens
+        steps, prompts = (shared_steps, shared_prompts) if s.shared else (s.n_layers, n_prompts)
+        total += r["flop_s"] * 8 * s.d**2 * tokens * prompts * steps
+    return total
+
+
+def time_warning(names: Sequence[str]) -> str:
+    """A message with the estimated time for ``names``; also issued as a ``UserWarning`` on a CPU-only machine."""
+    known = {m.hub_id: m for m in PAPER_MODELS}
+    specs = [known[n] for n in names if n in known]
+    if not specs:
+        return "No model of the paper's set selected."
+    secs = estimate_seconds(specs)
+    where = "GPU for the forward passes, CPU LAPACK for every eig" if torch.cuda.is_available() else "CPU only"
+    msg = (
+        f"Real-model run: {len(specs)} checkpoint(s), estimated {secs / 60:.1f} min on this machine ({where}); "
+        "the largest share is the float64 eig of ALBERT xxlarge (d = 4096) and its 100-step shared iteration."
+    )
+    if not torch.cuda.is_available() and secs > 60:
+        warnings.warn(msg, UserWarning, stacklevel=2)
+    return msg
+
+
+def best_device() -> str:
+    """``"cuda"`` when a GPU is visible, else ``"cpu"`` (the forward passes; every eig stays on the CPU)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
