@@ -865,3 +865,24 @@ def test_spectral_summary_rejects_deduplicated_moduli_and_any_complex_eigenvalue
 
     rejects(capsys, ex.check_spectral_summary, unique_moduli, message="is real, not λ₁'s conjugate partner")
     rejects(capsys, ex.check_spectral_summary, any_complex, message="test λ₁ alone")
+
+
+def test_the_site_shows_one_line_under_an_unfilled_template(monkeypatch, capsys):
+    """In the book build an unwritten exercise prints one line, not a list of failed checks; a written but
+    wrong one still gets every check."""
+    monkeypatch.setenv("SPECTRAL_BOOK_BUILD", "1")
+
+    def todo(F, x0, steps):
+        raise NotImplementedError
+
+    assert ex.check_power_method(todo) is False
+    out = capsys.readouterr().out
+    assert out.splitlines() == ["check_power_method(todo): 9 checks",
+                                "  they run once todo is written (the solution below passes them all)"]
+
+    def wrong(F, x0, steps):
+        return x0
+
+    assert ex.check_power_method(wrong) is False
+    out = capsys.readouterr().out
+    assert "✗" in out and "checks passed." in out

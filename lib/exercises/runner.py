@@ -59,6 +59,8 @@ from typing import Any
 
 import numpy as np
 
+from lib.config import in_book_build
+
 __all__ = [
     "DEFAULT_TIME_LIMIT",
     "Case",
@@ -567,6 +569,11 @@ def _run_all(cases: list[Case], time_limit: float | None, say: Callable[..., Non
         if printed:
             sys.stdout.write(printed)
         passed += out.ok
+        if i == 0 and out.stop and out.stop.startswith("until ") and in_book_build():
+            # the site shows the unfilled template: one line instead of a list of failed checks
+            say(f"  they run once {out.stop.removeprefix('until ')} (the solution below passes them all)", flush=True)
+            outcomes.close()
+            return False
         line = f"  {'✓' if out.ok else '✗'} {case.name}" + ("" if out.ok else f": {out.detail}")
         if time.perf_counter() - t0 > 2.0:
             line += f"  [{time.perf_counter() - t0:.1f} s]"
