@@ -38,7 +38,7 @@ from tools.student import (
     write_editions,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted(ROOT.glob("book/[0-9][0-9]_*.md"))
 HEADER = MYST_HEADER + """
 # 9. A synthetic chapter

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_book_charts import _nodes
+from chart_specs import nodes as _nodes
 
 import lib
 from lib import parallel
