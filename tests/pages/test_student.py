@@ -518,7 +518,7 @@ def test_real_student_editions_have_no_solution_code(real):
 
 def test_real_student_editions_leak_no_answer(real):
     """No solution's code (up to variable names) and no number only a solution quotes, in any chapter's
-    student edition (the nbgrader releases: tests/test_nbgrader.py); the chapters that glue such numbers
+    student edition (the nbgrader releases: tests/pages/test_nbgrader.py); the chapters that glue such numbers
     (1, 3 and 4 among them: issue 26) do it in solution-numbers cells."""
     tagged = []
     for path in CHAPTERS:
