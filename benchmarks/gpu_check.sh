@@ -53,9 +53,9 @@ step() {
 DEVICE=${DEVICE:-cuda}  # DEVICE=cpu: a dry run of the script's mechanics on a machine without a GPU
 BENCH="$PY -m benchmarks --device $DEVICE --out $OUT/results_cuda.json"
 
-tests="tests/test_topk_eig.py tests/test_cumulative.py tests/test_jacobian.py"
+tests="tests/unit/test_topk_eig.py tests/unit/test_cumulative.py tests/unit/test_jacobian.py"
 has_altair=0
-$PY -c "import altair" 2>/dev/null && has_altair=1 && tests="$tests tests/test_real_models.py"
+$PY -c "import altair" 2>/dev/null && has_altair=1 && tests="$tests tests/unit/test_real_models.py"
 
 # 1. Issue #7's headline: the Llama-3.1-8B-shaped sweep (target under 300 s on one H200).
 step sweep 330 $BENCH --only bench_sweep

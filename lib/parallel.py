@@ -5,7 +5,7 @@ LAPACK's nonsymmetric eigensolver (Hessenberg reduction, then the QR sweeps) gai
 a multithreaded BLAS. NumPy releases the GIL inside its LAPACK calls, so the matrices of a stack
 can instead be handled side by side, one matrix per thread with BLAS pinned to one thread each
 (``benchmarks/RESULTS.md``, row ``eigvals_stack_d1024``: 1.7× on 2 cores against a loop whose
-BLAS may use both; ``tests/test_parallel.py`` checks the values and the threads).
+BLAS may use both; ``tests/unit/test_parallel.py`` checks the values and the threads).
 
 Each matrix is computed exactly as in a one-thread serial loop, so the results are bitwise
 identical to that loop and do not depend on the number of workers (``threadpoolctl``, a

@@ -1,7 +1,7 @@
 """Sphinx extension: what the site needs, beyond its themes, so that every reader can use it (WCAG 2.1 AA).
 
-``tests/test_site_browser.py`` runs axe-core on every page; this extension mends what it found in the themes
-and in docutils' HTML (the charts' own fix is in :mod:`lib.page.plotting`, the width of equations in the
+``tests/browser/test_site_browser.py`` runs axe-core on every page; this extension mends what it found in the
+themes and in docutils' HTML (the charts' own fix is in :mod:`lib.page.plotting`, the width of equations in the
 chapters):
 
 * **Templates** (``book/_templates``, put first on the template path): the pydata theme's search button and

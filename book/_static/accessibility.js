@@ -1,5 +1,5 @@
 /* What the site's pages need for keyboard and screen-reader use that their libraries leave out
-   (loaded on every page by book/_ext/accessibility.py; tests/test_site_browser.py audits each page with axe-core).
+   (loaded on every page by book/_ext/accessibility.py; tests/browser/test_site_browser.py audits each page with axe-core).
 
    1. Vega-Embed's "…" menu beside each chart (save as SVG/PNG, view the source) opens from a <summary> that
       holds only an icon, so a screen reader announced an unnamed control: it gets a name.

@@ -3,7 +3,7 @@ mean against the mean of the complex fractions, and the truncated funnel.
 
 References: :func:`lib.linalg.nonnormal.effective_rank`, :func:`lib.linalg.nonnormal.schur_normal`,
 :func:`lib.linalg.nonnormal.complex_fraction` and :func:`lib.linalg.nonnormal.cumulative_product` (each tested against
-hand-computed cases in ``tests/test_nonnormal.py``). The mistakes named: the participation ratio or σ instead
+hand-computed cases in ``tests/unit/test_nonnormal.py``). The mistakes named: the participation ratio or σ instead
 of σ², ``0·log 0`` left as NaN; a control with raw 2×2 Schur blocks, left in the Schur basis (no ``Q … Qᵀ``),
 built straight from the eigenvalues, or with the rotation reversed; an absolute instead of a relative
 threshold on ``Im λ``, each conjugate pair counted once, the pair returned in the wrong order, the stack

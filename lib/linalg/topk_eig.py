@@ -26,7 +26,7 @@ Because ``H`` is always the explicit projection and ``R`` the explicit residual,
 run in float32 until the float32 residual floor, then continue in float64 from the float32 Schur
 basis (re-orthonormalized, ``A Z`` recomputed in float64) until ``tol``. Final eigenvalues,
 eigenvectors and residuals are float64/complex128 and are compared with LAPACK in
-``tests/test_topk_eig.py`` (the book's notation page, ``book/notation.md``, asks for float64 LAPACK
+``tests/unit/test_topk_eig.py`` (the book's notation page, ``book/notation.md``, asks for float64 LAPACK
 eigendecompositions; a GPU path stands in for them only because that test holds it to LAPACK's results).
 
 Where the work happens: every ``O(d)``-sized tensor stays on the input's device. The ``m × m``

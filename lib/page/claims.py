@@ -9,7 +9,7 @@ chapter computes and glues with :func:`glue_claim` when it is executed:
 * ``claim_<id>_verdict``: one of :data:`VERDICTS`, decided by the chapter's code from its numbers.
 
 The Results page pastes them across documents (``{glue:text}`03_real_models.md::claim_LA7_verdict```), so
-nothing on it is typed in; ``tests/test_results_page.py`` checks that every claim is on the page, that the
+nothing on it is typed in; ``tests/pages/test_results_page.py`` checks that every claim is on the page, that the
 built page shows a value for each, and that every claim's section label exists. Each chapter places the
 MyST target ``(claim-<id lowercased>)=`` above the section that tests the claim.
 

@@ -104,7 +104,7 @@ alt.renderers.register(OFFLINE_RENDERER, _OfflineHtmlRenderer())
 
 # -- one colour for trained weights, one family for random init, in every chapter ----------------------------
 # Okabe & Ito's colour-blind-safe palette: blue against orange/vermillion/purple stays apart under
-# deuteranopia, protanopia and tritanopia (tests/test_plotting.py simulates each).
+# deuteranopia, protanopia and tritanopia (tests/unit/test_plotting.py simulates each).
 TRAINED_COLOR = "#0072B2"
 """Trained weights, in every chart of the book (Okabe–Ito blue)."""
 RANDOM_COLORS = ("#E69F00", "#D55E00", "#8C510A")

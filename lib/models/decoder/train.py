@@ -6,7 +6,7 @@ heads and 2 KV heads, d = 128) trained on the synthetic English-like language of
 seed 1, ``torch.manual_seed(0)``, deterministic algorithms, a fixed thread count), so a rerun with the
 same torch version and thread count reproduces the committed ``model.safetensors`` bit for bit; other
 versions or thread counts change float rounding, and the final loss then agrees to about 1e-2 nats
-(documented tolerance; checked by ``tests/test_decoder.py`` only on the committed file).
+(documented tolerance; checked by ``tests/unit/test_decoder.py`` only on the committed file).
 
 Writes ``config.json``, ``model.safetensors`` (the causal LM, fp32), ``generation_config.json``,
 ``tokenizer.json`` + ``tokenizer_config.json`` + ``special_tokens_map.json`` and

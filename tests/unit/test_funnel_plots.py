@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from test_book_charts import _nodes
+from chart_specs import nodes as _nodes
 
 from lib.chapters import jacobian_funnel as fs
 from lib.methods import funnel

@@ -38,7 +38,7 @@ from tools.student import (
     write_editions,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted(ROOT.glob("book/[0-9][0-9]_*.md"))
 HEADER = MYST_HEADER + """
 # 9. A synthetic chapter
@@ -461,7 +461,7 @@ def test_real_student_editions_have_no_solution_code(real):
 
 def test_real_student_editions_leak_no_answer(real):
     """No solution's code (up to variable names) and no number only a solution quotes, in any chapter's
-    student edition (the nbgrader releases: tests/test_nbgrader.py); the chapters that glue such numbers
+    student edition (the nbgrader releases: tests/pages/test_nbgrader.py); the chapters that glue such numbers
     (1, 3 and 4 among them: issue 26) do it in solution-numbers cells."""
     tagged = []
     for path in CHAPTERS:

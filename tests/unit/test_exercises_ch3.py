@@ -1,7 +1,7 @@
 """Chapter 3's checkers 3.2–3.4: the chapter's own solutions pass, each plausible wrong answer is rejected by name.
 
-The right answers are read from the chapter (``tests/test_exercises.py``'s :func:`solution`); exercise 3.1
-(``check_gamma_rho``) is tested there.
+The right answers are read from the chapter (``tests/unit/test_exercises.py``'s :func:`solution`); exercise
+3.1 (``check_gamma_rho``) is tested there.
 """
 
 from __future__ import annotations

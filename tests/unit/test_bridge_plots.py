@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from test_book_charts import _nodes
+from chart_specs import nodes as _nodes
 from test_bridge_findings import _angles, _context, _rates, _share, _steer
 
 from lib.chapters import two_views as bv

@@ -1,12 +1,10 @@
-"""Charts render with no network: in the site (tested in test_site_browser) and in JupyterLab.
+"""``lib.page.plotting``: the renderer choice, the theme, descriptions and colours of the book's charts.
 
-The JupyterLab renderer is checked the way JupyterLab shows it: its HTML output, alone in a page,
-opened in headless Chromium, must draw an SVG without any request leaving the page.
+That the charts render with no network is checked in Chromium: in the site by
+``tests/browser/test_site_browser.py``, in JupyterLab's output by ``tests/browser/test_lab_chart_browser.py``.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import altair as alt
 import numpy as np
@@ -15,8 +13,6 @@ import pytest
 
 import lib
 from lib.page import plotting
-
-CHROMIUM = "/usr/bin/chromium"
 
 
 def _chart() -> alt.Chart:
@@ -46,26 +42,6 @@ def test_eigenvalue_chart_names_its_model():
     assert "resolve" not in spec  # normalized: one unit circle, shared axes
     raw = plotting.eigenvalue_chart(lams, model="toy model", normalize=False).to_dict()
     assert raw["resolve"]["scale"] == {"x": "independent", "y": "independent"}
-
-
-@pytest.mark.browser
-def test_jupyterlab_output_renders_offline(tmp_path: Path):
-    if not Path(CHROMIUM).exists():
-        pytest.skip("chromium not installed")
-    from playwright.sync_api import sync_playwright
-
-    html = plotting._OfflineHtmlRenderer()(_chart().to_dict())["text/html"]
-    page_file = tmp_path / "out.html"
-    page_file.write_text(f"<!doctype html><html><body>{html}</body></html>", encoding="utf-8")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
-        page = browser.new_page()
-        outside: list[str] = []
-        page.on("request", lambda r: outside.append(r.url) if not r.url.startswith("file://") else None)
-        page.goto(page_file.as_uri())
-        page.wait_for_selector(".vega-embed svg", timeout=15000)
-        browser.close()
-    assert not outside, outside
 
 
 def test_progress_bars_are_silent_in_the_book_build(monkeypatch, capsys):

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from test_book_charts import _nodes
+from chart_specs import nodes as _nodes
 
 from lib.linalg import power, spectra
 from lib.page import explorer, plotting, shared_weights

@@ -28,7 +28,7 @@ from solution_leaks import leaks
 from tools.course import CELL_TIMEOUT, KERNEL_NAME, RELEASE_KEY
 from tools.student import editions, read_chapter
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted(ROOT.glob("book/[0-9][0-9]_*.md"))
 BIN = Path(sys.executable).parent
 GRADED = {"ch1": "01_power_method", "ch2": "02_shared_weights"}

@@ -1,6 +1,6 @@
 """Chapter 5's second checker, ``check_sign_variant`` (exercise 5.3): the chapter's own solution passes, and
 each plausible wrong answer is rejected with feedback that names it. (``check_steering_w``, exercise 5.1, is
-tested in tests/test_exercises.py.)"""
+tested in tests/unit/test_exercises.py.)"""
 
 from __future__ import annotations
 

@@ -126,7 +126,7 @@ def test_build_up_glue_reads_the_trained_row_and_the_twins():
 # -- what the sections compute, on a tiny checkpoint -------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_pair(tiny_dir, tmp_path_factory):
-    """A tiny BERT with a small WordPiece tokenizer (as tests/test_real_models.py builds it) and its
+    """A tiny BERT with a small WordPiece tokenizer (as tests/unit/test_real_models.py builds it) and its
     random-init twin (seed 3)."""
     import json
     import shutil

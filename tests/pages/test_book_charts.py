@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
+from chart_specs import nodes as _nodes
 from conftest import ROOT, toc_pages
 
 from lib.page.build_info import is_notebook
@@ -42,17 +43,6 @@ def _chart_specs(built_site, page: str) -> list[dict]:
     output ends with ``})(<spec>, <embed options>);``)."""
     return [json.JSONDecoder().raw_decode(html[html.rfind("})(") + 3:])[0]
             for html in _chart_outputs(built_site, page)]
-
-
-def _nodes(obj) -> Iterator[dict]:
-    """Every dict in a JSON tree, depth first."""
-    if isinstance(obj, dict):
-        yield obj
-        for v in obj.values():
-            yield from _nodes(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _nodes(v)
 
 
 def _has(obj, pred: Callable[[dict], bool]) -> bool:

@@ -23,7 +23,7 @@ import scipy.linalg
 from lib import exercises as ex
 from lib.exercises import runner
 
-BOOK = Path(__file__).resolve().parents[1] / "book"
+BOOK = Path(__file__).resolve().parents[2] / "book"
 
 
 @functools.cache
@@ -607,7 +607,7 @@ def _statements(code: str) -> list[str]:
             if isinstance(node, ast.FunctionDef)]
 
 
-@pytest.mark.parametrize("chapter", sorted(Path(__file__).resolve().parents[1].glob("book/[0-9][0-9]_*.md")),
+@pytest.mark.parametrize("chapter", sorted(Path(__file__).resolve().parents[2].glob("book/[0-9][0-9]_*.md")),
                          ids=lambda p: p.stem)
 def test_no_solution_is_printed_in_the_chapter_body(chapter):
     """A solution's function must not appear, line for line, in the chapter's code above its exercises

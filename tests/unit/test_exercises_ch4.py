@@ -1,5 +1,5 @@
 """Chapter 4's exercise checkers: the chapter's own solutions pass, and each plausible wrong answer is rejected with
-feedback that names it (exercises 4.3 and 4.4; 4.1 and 4.2 are in tests/test_exercises.py)."""
+feedback that names it (exercises 4.3 and 4.4; 4.1 and 4.2 are in tests/unit/test_exercises.py)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_book_charts import _nodes
+from chart_specs import nodes as _nodes
 
 import lib
 from lib import parallel
@@ -163,7 +163,7 @@ def _headers(html: str) -> list[str]:
 
 
 def _no_code_names(heads: list[str]) -> None:
-    """As tests/test_book_charts.py checks the built site: no ``word_word`` header."""
+    """As tests/pages/test_book_charts.py checks the built site: no ``word_word`` header."""
     code = [h for h in heads if re.search(r"[A-Za-z0-9]_[A-Za-z0-9]", h) and not re.search(r"[₀-₉]|\{", h)]
     assert not code, code
 

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pandas as pd
-from test_book_charts import _nodes
+from chart_specs import nodes as _nodes
 
 from lib.page import real_models as rp
 

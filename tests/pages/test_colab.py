@@ -2,7 +2,7 @@
 
 The Colab notebooks are made from the chapters the html build renders for plain Markdown
 (``_build/html/_sources/book/NN_*.ipynb``, book/_ext/plain_notebooks.py); here a made-up site holds them,
-rendered with a stand-in index (tests/test_plain_markdown.py), so no build is needed.
+rendered with a stand-in index (tests/pages/test_plain_markdown.py), so no build is needed.
 """
 
 from __future__ import annotations
