@@ -23,7 +23,7 @@ writes, for each chapter, two nbformat-4 notebooks without outputs:
   where a solution region would leave a bare ``raise``); the course folder's nbgrader configuration
   (``tools.course``, ``make course``) puts it in place when it generates the students' release.
 
-A solution block is sphinx-exercise's markup, the one the chapters use (``tests/test_page_limits.py``): a
+A solution block is sphinx-exercise's markup, the one the chapters use (``tests/pages/test_page_limits.py``): a
 ``{solution}`` directive, or everything between a ``{solution-start}`` and a ``{solution-end}`` directive, code
 cells included; :func:`split_solutions` finds both.
 """
