@@ -127,7 +127,6 @@ def check_sign_variant(fn: Callable[[Any, Any, float], Any], lab: Any = None, ve
     place. Cases: ``boat`` at α = 100 and 20, ``the`` at α = 100 (reference
     :func:`lib.chapters.steering_lab.sign_variant`); the mistakes named are listed in the module docstring.
     """
-    from lib.chapters import steering_lab as sl
     from lib.parallel import one_thread
 
     with one_thread():  # small model: spinning BLAS threads made each case 20–40× slower
