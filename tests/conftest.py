@@ -136,3 +136,20 @@ def require_chromium() -> None:
         if os.environ.get("CI"):
             pytest.fail(f"{CHROMIUM} is missing in CI; `make test` installs Debian's chromium as root")
         pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
+
+
+def wait_for_server(proc, url: str, log_path: Path, name: str, seconds: int = 120) -> None:
+    """Wait until the Jupyter server ``proc`` answers ``{url}/api/status``; fail with its log if it exits or
+    does not answer within ``seconds`` (checked once a second, so a slow machine only waits longer)."""
+    import time
+    import urllib.request
+
+    for _ in range(seconds):
+        try:
+            urllib.request.urlopen(f"{url}/api/status", timeout=2)
+            return
+        except OSError:
+            if proc.poll() is not None:
+                pytest.fail(f"{name} exited ({proc.returncode}); log: {log_path.read_text()[-2000:]}")
+            time.sleep(1)
+    pytest.fail(f"{name} did not answer within {seconds} s")

@@ -27,12 +27,11 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, require_chromium
+from conftest import ROOT, require_chromium, wait_for_server
 
 from tools.site_browser import CHROMIUM, CHROMIUM_ARGS
 
@@ -204,16 +203,7 @@ def lab_url(tmp_path_factory):
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{url}/api/status", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail(f"jupyter lab exited ({proc.returncode}); log: {(tmp / 'lab.log').read_text()[-2000:]}")
-                time.sleep(1)
-        else:
-            pytest.fail("jupyter lab did not answer within 120 s")
+        wait_for_server(proc, url, tmp / "lab.log", "jupyter lab")
         yield url
     finally:
         proc.terminate()

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT, require_chromium
+from conftest import ROOT, require_chromium, wait_for_server
 
 from tools import colab
 from tools.plain_markdown import BUILT_VALUE_TITLE, HEADER_TAG
@@ -129,16 +129,7 @@ def notebook_url(notebooks, tmp_path_factory):
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
-            for _ in range(120):
-                try:
-                    urllib.request.urlopen(f"{url}/api/status", timeout=2)
-                    break
-                except OSError:
-                    if proc.poll() is not None:
-                        pytest.fail(f"jupyter notebook exited ({proc.returncode}): {log_path.read_text()[-2000:]}")
-                    time.sleep(1)
-            else:
-                pytest.fail("jupyter notebook did not answer within 120 s")
+            wait_for_server(proc, url, log_path, "jupyter notebook")
             page = urllib.request.urlopen(f"{url}/tree", timeout=10).read().decode()
             config = json.loads(re.search(r'id="jupyter-config-data"[^>]*>(.*?)</script>', page, re.S)[1])
             assert "jupyterlab-myst" in config["disabledExtensions"]  # off for this server only
