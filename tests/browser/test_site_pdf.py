@@ -12,7 +12,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, require_chromium, toc_pages
+from conftest import require_chromium, toc_pages
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
