@@ -78,6 +78,7 @@ CHAPTER_3 = HEADER + textwrap.dedent('''
     ```{code-cell} ipython3
     import lib, altair as alt, pandas as pd
     from lib.page.figures import figure
+    from lib.page.setup import book_setup
     book_setup(chapter=3)
     df = pd.DataFrame({"x": [0, 1, 2], "y": [0, 1, 0]})
     figure(alt.Chart(df).mark_line().encode(x="x", y="y"), "line", "A line.")
@@ -132,6 +133,7 @@ CHAPTER_5 = HEADER + textwrap.dedent('''
     ```{code-cell} ipython3
     import lib, altair as alt, pandas as pd
     from lib.page.figures import figure
+    from lib.page.setup import book_setup
     book_setup(chapter=5)
     figure(alt.Chart(pd.DataFrame({"x": [1]})).mark_point().encode(x="x"), "only", "One point.")
     ```
