@@ -42,9 +42,10 @@ from lib.theory import dynamics
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
-__all__ = ["ALPHAS", "Lab", "check_edit", "concept_texts", "first_alpha", "fluency", "layer_control",
-           "matched_success", "ppl_text", "real_model_sweep", "sign_variant", "sweep", "target_ranks", "text_losses", "tradeoff",
-           "uniform_attention_control", "v_anatomy", "v_control", "value_at"]
+__all__ = ["ALPHAS", "RETENTION_LOW", "Lab", "check_edit", "concept_texts", "first_alpha", "fluency", "layer_control",
+           "matched_success", "ppl_text", "real_model_sweep", "retention_points", "sign_variant", "sweep",
+           "target_ranks", "text_losses", "tradeoff", "uniform_attention_control", "v_anatomy", "v_control",
+           "value_at"]
 
 ALPHAS: tuple[float, ...] = (0, 1, 2, 5, 10, 20, 50, 100, 1000)
 """α|c|/|λ_1(F_L)| of the precomputed grid (0 = no edit)."""
@@ -434,6 +435,27 @@ def first_alpha(summary: pd.DataFrame, column: str, level: float) -> float:
     (the largest of the directions' first α); NaN if some direction never gets there."""
     ok = summary[summary[column] > level].groupby("direction").alpha.min()
     return float(ok.max()) if len(ok) == summary.direction.nunique() else float("nan")
+
+
+RETENTION_LOW = 0.1
+"""[ours] The retention below which a sentence embedding counts as lost (cosine with the unedited one)."""
+
+
+def retention_points(flu: pd.DataFrame, low: float = RETENTION_LOW) -> dict[str, float]:
+    """Where the two retention curves of an encoder's :func:`fluency` table cross the prose's landmarks.
+
+    Returns ``eigen_ahead_until``: the largest α > 0 up to which the eigen-edit keeps *more* than activation
+    addition at every α > 0 (NaN if it is behind at the first α > 0); ``both_lost_from``: the smallest α from
+    which both methods stay below ``low`` at that α and every larger one (NaN if they never do).
+    """
+    wide = flu.pivot(index="alpha", columns="method", values="value").sort_index()
+    wide = wide[wide.index > 0]
+    ahead = (wide["eigen-edit"] > wide["activation addition"]).to_numpy()
+    n_ahead = int(np.argmin(ahead)) if not ahead.all() else len(ahead)
+    lost = (wide.max(axis=1) < low).to_numpy()
+    tail = np.flip(np.logical_and.accumulate(np.flip(lost)))  # below `low` here and at every larger α
+    return {"eigen_ahead_until": float(wide.index[n_ahead - 1]) if n_ahead else float("nan"),
+            "both_lost_from": float(wide.index[np.argmax(tail)]) if tail.any() else float("nan")}
 
 
 def value_at(summary: pd.DataFrame, direction: str, alpha: float, column: str) -> Any:

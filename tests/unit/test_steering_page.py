@@ -63,6 +63,25 @@ def test_first_alpha_needs_every_direction():
     assert math.isnan(sl.first_alpha(df, "m", 0.999))  # b never does
 
 
+def _flu(eig, act, alphas=(0, 1, 2, 5, 10, 20, 50, 100, 1000)):
+    return pd.DataFrame([{"alpha": float(a), "method": m, "value": v}
+                         for a, e, c in zip(alphas, eig, act) for m, v in (("eigen-edit", e), ("activation addition", c))])
+
+
+def test_retention_points_read_the_curves_not_a_typed_alpha():
+    # MiniLM's measured curves (chapter 5): the eigen-edit is ahead up to α = 50, both are below 0.1 from 20 on;
+    # the page used to say "from α = 50 on neither keeps much" and "the eigen-edit keeps more at small α"
+    eig = [1, 0.568, 0.399, 0.215, 0.130, 0.079, 0.043, 0.028, 0.012]
+    act = [1, 0.187, 0.107, 0.063, 0.049, 0.042, 0.038, 0.036, 0.035]
+    assert sl.retention_points(_flu(eig, act)) == {"eigen_ahead_until": 50.0, "both_lost_from": 20.0}
+    # a curve that dips below the level and comes back does not count as lost there
+    bumpy = [1, 0.05, 0.2, 0.09, 0.08, 0.07, 0.06, 0.05, 0.04]
+    assert sl.retention_points(_flu(bumpy, act))["both_lost_from"] == 5.0
+    # behind from the start, never lost
+    r = sl.retention_points(_flu([1] + [0.01] * 8, [1] + [0.5] * 8))
+    assert math.isnan(r["eigen_ahead_until"]) and math.isnan(r["both_lost_from"])
+
+
 def test_value_at_and_its_error():
     df = pd.DataFrame({"direction": ["a", "a"], "alpha": [0.0, 5.0], "rank": [3.0, 1.0]})
     assert sl.value_at(df, "a", 5, "rank") == 1.0
