@@ -326,11 +326,15 @@ def line_chart(
     df: pd.DataFrame, *, x: str, y: str, color: str | None = None, model: str, title: str,
     x_title: str | None = None, y_title: str | None = None, log_y: bool = False, column: str | None = None,
     detail: str | None = None, dash: str | None = None, width: int = 220, height: int = 180, columns: int = 2,
-    y_domain: tuple[float, float] | None = None, description: str | None = None,
+    y_domain: tuple[float, float] | None = None, description: str | None = None, on_top: str | None = None,
 ) -> alt.TopLevelMixin:
     """Lines of ``y`` against ``x``, optionally coloured (:func:`other_colors`), dashed, split per ``detail``
     and faceted by ``column`` (wrapped after ``columns`` panels). Legends go below the plot, so figures fit
-    a book column."""
+    a book column.
+
+    ``on_top``: one value of ``color`` whose line is drawn last, dashed and thicker, so that a line it
+    coincides with cannot hide it (say so in the caption: the legend shows colours only).
+    """
     scale = alt.Scale(type="log") if log_y else (alt.Scale(domain=list(y_domain)) if y_domain else alt.Undefined)
     enc = dict(
         x=alt.X(f"{x}:Q", title=x_title or x),
@@ -344,7 +348,16 @@ def line_chart(
         enc["detail"] = alt.Detail(f"{detail}:N")
     if dash:
         enc["strokeDash"] = alt.StrokeDash(f"{dash}:N", title=dash, legend=BOTTOM_LEGEND)
-    chart = alt.Chart(df).mark_line().encode(**enc).properties(width=width, height=height)
+    if on_top is None:
+        chart = alt.Chart(df).mark_line().encode(**enc)
+    else:
+        if not color or on_top not in set(df[color]):
+            raise ValueError(f"on_top={on_top!r} is not a value of the colour column {color!r}")
+        rest = alt.Chart().transform_filter(alt.datum[color] != on_top).mark_line().encode(**enc)
+        top = (alt.Chart().transform_filter(alt.datum[color] == on_top)
+               .mark_line(strokeDash=[6, 4], strokeWidth=2.5).encode(**enc))
+        chart = alt.layer(rest, top, data=df)
+    chart = chart.properties(width=width, height=height)
     if column:
         chart = chart.facet(facet=alt.Facet(f"{column}:N", title=None, sort=list(dict.fromkeys(df[column]))),
                             columns=columns)

@@ -157,3 +157,18 @@ def test_model_palette_gives_trained_and_twins_fixed_colours():
     assert domain == ["toy", "x (trained)", "x (random init, seed 1)", "random 2"]
     assert colours == [plotting.OTHER_COLORS[0], plotting.TRAINED_COLOR, *plotting.RANDOM_COLORS[:2]]
     assert plotting.model_kind("random direction") is None and plotting.model_kind("random init") == "random"
+
+
+def test_a_line_on_top_is_drawn_last_and_dashed():
+    # Fig. 1.3: the power method coincides with uniform attention; drawn first, it was hidden under it
+    df = pd.DataFrame({"t": [0, 1, 0, 1], "a": [0.1, 0.5, 0.1, 0.5],
+                       "variant": ["power method", "power method", "uniform", "uniform"]})
+    spec = plotting.line_chart(df, x="t", y="a", color="variant", model="toy", title="t",
+                               on_top="power method").to_dict()
+    layers = spec["layer"]
+    last = layers[-1]
+    assert last["transform"] == [{"filter": "(datum['variant'] === 'power method')"}]
+    assert last["mark"]["strokeDash"] == [6, 4]
+    assert layers[0]["transform"] == [{"filter": "(datum['variant'] !== 'power method')"}]
+    with pytest.raises(ValueError, match="not a value"):
+        plotting.line_chart(df, x="t", y="a", color="variant", model="toy", title="t", on_top="nope")
