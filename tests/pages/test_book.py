@@ -54,6 +54,21 @@ def test_execution_table_reports_every_notebook(built_site):
 
 
 @pytest.mark.parametrize("page", [p for p in toc_pages() if is_notebook(ROOT / f"{p}.md")])
+def test_lab_only_cells_are_not_on_the_site(built_site, page):
+    """A live-widget cell (tagged ``lab-only``) shows nothing useful without a kernel: the site leaves it out,
+    code and all (chapters 1 and 5 had shown its code under "the cell shows its code only")."""
+    import jupytext
+
+    cells = [c for c in jupytext.read(ROOT / f"{page}.md", fmt="md:myst").cells if c.cell_type == "code"
+             and ("lab-only" in c.metadata.get("tags", []) or re.search(r"\bwidget_\w+\(", c.source))]
+    untagged = [c.source.splitlines()[-1] for c in cells if "lab-only" not in c.metadata.get("tags", [])]
+    assert not untagged, f"{page}: live-widget cells not tagged lab-only: {untagged}"
+    text = _soup(built_site, page).get_text(" ")
+    shown = [line for c in cells for line in c.source.splitlines()[-1:] if line.strip().rstrip(";") in text]
+    assert not shown, f"{page}: lab-only cells on the site: {shown}"
+
+
+@pytest.mark.parametrize("page", [p for p in toc_pages() if is_notebook(ROOT / f"{p}.md")])
 def test_no_glued_value_shows_as_a_stray_output(built_site, page):
     """A value glued for the prose (``glue(name, value)`` without ``display=False``) in a cell the reader
     sees also prints as a bare output box ("220", "4", ...) with nothing to say what it is."""

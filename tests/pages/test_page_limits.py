@@ -3,7 +3,9 @@
 * A visible code cell has at most :data:`MAX_LINES` lines of at most :data:`MAX_WIDTH` characters (wider
   lines are cut off on the page) and defines no function, except an exercise's template: what a page
   computes lives in ``lib``. A cell hidden on the site (``remove-input``/``remove-cell``) is hidden in
-  JupyterLab too (``jupyter.source_hidden``), which ignores the site's tags.
+  JupyterLab too (``jupyter.source_hidden``), which ignores the site's tags. The one way round: a live-widget
+  cell, which needs a kernel, is tagged ``lab-only`` and left out of the site whole (myst-nb's cell-level
+  ``remove_code_source`` and ``remove_code_outputs``), while the lab, Colab and the student editions show it.
 * Exercises are sphinx-exercise ``{exercise}`` directives with a label and the number JupyterLab shows
   (``:enumerator: N.k``, in order); each is followed by its solution; a solution with code is an executed code
   cell (collapsed in the lab, first line ``# Solution to Exercise N.k``) inside ``{solution-start}`` …
@@ -113,6 +115,28 @@ def test_cells_hidden_on_the_site_are_hidden_in_the_lab(path):
              and {"remove-input", "remove-cell"} & set(c.metadata.get("tags", []))
              and not c.metadata.get("jupyter", {}).get("source_hidden")]
     assert not shown, f"{path.name}: cells {shown} are hidden on the site but not in JupyterLab (jupyter.source_hidden)"
+
+
+LAB_ONLY = "lab-only"
+_OFF_SITE = {"remove_code_source": True, "remove_code_outputs": True}
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=ids)
+def test_only_lab_only_cells_leave_the_site_and_they_leave_it_whole(path):
+    """A cell tagged ``lab-only`` (a live widget) is removed from the site, input and output, and is never run
+    there (``skip-execution``); no other cell uses myst-nb's cell-level removal, which the lab rule above
+    would not see."""
+    bad = []
+    for i, c in enumerate(_cells(path)):
+        if c.cell_type != "code":
+            continue
+        tags, site = set(c.metadata.get("tags", [])), c.metadata.get("mystnb", {})
+        off = {k: site.get(k) for k in _OFF_SITE}
+        if LAB_ONLY in tags and (off != _OFF_SITE or "skip-execution" not in tags or "glue(" in c.source):
+            bad.append(f"cell {i}: lab-only needs mystnb {_OFF_SITE}, skip-execution and no glue")
+        if LAB_ONLY not in tags and any(off.values()):
+            bad.append(f"cell {i}: removed from the site by mystnb metadata without the lab-only tag")
+    assert not bad, f"{path.name}: {bad}"
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=ids)
