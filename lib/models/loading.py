@@ -44,13 +44,15 @@ from lib.models.families import FAMILIES, Family, family_for_model_type
 from lib.models.spectral_model import SpectralModel
 
 __all__ = [
+    "DTYPES",
     "OFFLINE_ALIASES",
     "SUPPORTED_FAMILIES",
     "check_device",
+    "check_dtype",
     "close_alias",
     "estimate_weight_bytes",
-    "load_model",
     "load_hf",
+    "load_model",
     "minilm_dir",
     "resolve_source",
 ]
@@ -272,6 +274,24 @@ def check_device(device: str | torch.device) -> torch.device:
     return dev
 
 
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64,
+                                  "bfloat16": torch.bfloat16, "float16": torch.float16}
+"""The weight dtypes a chapter's parameters cell may name (``dtype = "bfloat16"``)."""
+
+
+def check_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """``dtype`` as a :class:`torch.dtype`: a torch floating dtype, or its name in :data:`DTYPES`.
+
+    Raises:
+        InputError: any other name or object, with the names that are accepted.
+    """
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype.removeprefix("torch.") in DTYPES:
+        return DTYPES[dtype.removeprefix("torch.")]
+    raise InputError(f"dtype must be one of {', '.join(repr(k) for k in DTYPES)} (or the torch dtype), got {dtype!r}")
+
+
 def read_config(folder: Path) -> Any:
     """The checkpoint's config, with its family checked before any weight is read."""
     if not (folder / "config.json").is_file():
@@ -410,7 +430,7 @@ def load_model(
     *,
     random_init: bool = False,
     seed: int = 0,
-    dtype: torch.dtype = torch.float32,
+    dtype: str | torch.dtype = torch.float32,
     device: str | torch.device = "cpu",
     allow_pickle: bool = False,
     max_memory_bytes: int | None = None,
@@ -429,7 +449,8 @@ def load_model(
         random_init: same config, fresh weights from ``torch.manual_seed(seed)`` (the
             "architecture only" control).
         seed: seed of the random initialization.
-        dtype: dtype the weights are held in (fp32 by default; bf16 for 7–9B models on a GPU).
+        dtype: dtype the weights are held in, a torch dtype or its name (:data:`DTYPES`; fp32 by default, bf16
+            for 7–9B models on a GPU).
         device: where the model runs (``"cpu"``, ``"cuda"``, ``"cuda:N"``); a device this machine lacks is
             refused (:class:`lib.InputError`) before anything is read.
         allow_pickle: accept ``.bin``/``.pt`` weights (unsafe; refused by default).
@@ -453,6 +474,7 @@ def load_model(
         'book-decoder (random init, seed 1)'
     """
     device = check_device(device)
+    dtype = check_dtype(dtype)
     folder, label = resolve_source(name, allow_pickle=allow_pickle)
     hf_model, config, family, tokenizer = load_hf(
         folder,

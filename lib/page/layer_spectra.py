@@ -1,6 +1,7 @@
 """The per-layer spectra of ``F_t`` on the page (chapters 0 and 3): the chart of spectral radius and gap ratio per
-layer (:func:`radius_gap_chart`) and the table of :attr:`lib.methods.layer_spectra.LayerSpectra.table` with
-readable headers and one precision per quantity (:func:`readable_table`)."""
+layer (:func:`radius_gap_chart`), the table of :attr:`lib.methods.layer_spectra.LayerSpectra.table` with
+readable headers and one precision per quantity (:func:`readable_table`), and chapter 0's Takeaway lines, decided
+from the numbers of whichever model the chapter's parameters name (:func:`takeaway`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ from lib.methods.layer_spectra import LayerSpectra
 from lib.page.plotting import model_color, titled
 from lib.page.tables import page_table
 
-__all__ = ["TABLE_FORMAT", "TABLE_LABELS", "radius_gap_chart", "readable_table"]
+__all__ = ["GAP_WEAK", "TABLE_FORMAT", "TABLE_LABELS", "radius_gap_chart", "readable_table", "takeaway"]
+
+GAP_WEAK = 0.9
+"""[ours] A layer whose gap ratio ``|λ_next|/|λ_1|`` is above this singles out no direction worth the name (a power
+method on it needs more than 20 steps to shrink the rest by 10×)."""
 
 
 def radius_gap_chart(spectra_list: Sequence[LayerSpectra], *, title: str | None = None) -> alt.TopLevelMixin:
@@ -67,3 +72,41 @@ def readable_table(table: pd.DataFrame, *, with_model: bool = False) -> Styler:
     shown = table if with_model else table.drop(columns=[c for c in ("model",) if c in table])
     formats = {TABLE_LABELS[c]: f for c, f in TABLE_FORMAT.items() if c in shown}
     return page_table(shown.rename(columns=TABLE_LABELS).style.format(formats).hide(axis="index"))
+
+
+def takeaway(spec: LayerSpectra, twin_specs: Sequence[LayerSpectra], *, model: str) -> dict[str, str]:
+    """Chapter 0's Takeaway, decided from the numbers: each line's label ("Held"/"Did not hold") and text.
+
+    Keys: ``gaps_label``/``gaps`` (does training open gaps beyond every random-init twin layer's: the trained
+    minimum gap ratio below the twins' minimum), ``weak_label``/``weak`` (does every trained layer single out a
+    real direction: gap ratio at most :data:`GAP_WEAK` and ``λ_1`` real) and ``so`` (in how many layers the
+    power-method picture has something to work with). Plain text (the lab and the site glue it as is).
+    """
+    t = spec.table
+    n_layers, n_twins = len(t), len(twin_specs)
+    lo, hi = float(t.gap_ratio.min()), float(t.gap_ratio.max())
+    twin_min = min(float(s.table.gap_ratio.min()) for s in twin_specs)
+    weak = t.gap_ratio.to_numpy() > GAP_WEAK
+    complex_ = t.lambda1_complex.to_numpy().astype(bool)
+    n_weak, n_complex = int(weak.sum()), int(complex_.sum())
+    n_strong = int((~weak & ~complex_).sum())
+    ratios = f"{model}'s gap ratios run from {lo:.2f} to {hi:.2f}"
+    if lo < twin_min:
+        gaps = ("Held", (f"training opens spectral gaps: {ratios}, against at least {twin_min:.3f} in every "
+                         f"layer of {n_twins} random-init twins"))
+    else:
+        gaps = ("Did not hold", (f"training opens no spectral gap beyond the architecture's: {ratios}, and "
+                                 f"those of {n_twins} random-init twins from {twin_min:.3f}"))
+    if n_weak == 0 and n_complex == 0:
+        weak_line = ("Held", (f"every trained layer singles out a real direction (every gap ratio is at most "
+                              f"{GAP_WEAK:g} and every λ₁ is real)"))
+    else:
+        weak_line = ("Did not hold", (f"not every trained layer singles out a direction ({n_weak} of {n_layers} "
+                                      f"have a gap ratio above {GAP_WEAK:g}, and in {n_complex} of them λ₁ is "
+                                      "complex, a rotation rather than a direction)"))
+    where = ("nothing to work with in this model's layers" if n_strong == 0 else
+             "something to work with in every layer" if n_strong == n_layers else
+             f"something to work with in {n_strong} of the {n_layers} layers, not in all")
+    return {"gaps_label": gaps[0], "gaps": gaps[1], "weak_label": weak_line[0], "weak": weak_line[1],
+            "so": f"the power-method picture of the next chapters has {where}; every claim about it must be "
+                  "checked against the random-init twins."}

@@ -141,7 +141,8 @@ def test_only_lab_only_cells_leave_the_site_and_they_leave_it_whole(path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=ids)
 def test_the_chapter_numbers_its_figures(path):
-    first = next(c.source for c in _cells(path) if c.cell_type == "code")
+    first = next(c.source for c in _cells(path)
+                 if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", []))
     assert re.search(rf"book_setup\([^)]*chapter={_chapter(path)}\b", first), \
         f"{path.name}: the first code cell must call lib.page.setup.book_setup(chapter={_chapter(path)})"
 

@@ -58,3 +58,44 @@ def test_readable_table_labels_formats_and_the_model_column():
     stacked = readable_table(table, with_model=True)
     assert list(stacked.data.columns)[0] == "model" and "M (trained)" in stacked.to_html()
     assert f"{table.spectral_radius.iloc[0]:.4f}" in html  # TABLE_FORMAT: four decimals for |λ₁|
+
+
+def _diag_stack(*layers: list[float]) -> np.ndarray:
+    """Layer matrices with known spectra: a diagonal block per real eigenvalue, a 2×2 rotation block for 'c'."""
+    out = []
+    for eig in layers:
+        M = np.zeros((len(eig) + eig.count("c"), len(eig) + eig.count("c")))
+        i = 0
+        for e in eig:
+            if e == "c":  # λ₁ = ±2i, a rotation
+                M[i:i + 2, i:i + 2] = [[0.0, -2.0], [2.0, 0.0]]
+                i += 2
+            else:
+                M[i, i] = e
+                i += 1
+        out.append(M)
+    return np.stack(out)
+
+
+def test_chapter_0_takeaway_is_decided_by_the_numbers_not_typed():
+    from lib.methods.layer_spectra import LayerSpectra
+    from lib.page.layer_spectra import takeaway
+
+    # trained: layer 1 gap 0.25, layer 2 gap 0.95 (weak); twins: every gap at least 0.9
+    trained = LayerSpectra(_diag_stack([4.0, 1.0, 0.5], [2.0, 1.9, 0.1]), "M")
+    twins = [LayerSpectra(_diag_stack([1.0, 0.95, 0.5], [1.0, 0.9, 0.2]), "M (random init, seed 0)")]
+    t = takeaway(trained, twins, model="M")
+    assert t["gaps_label"] == "Held" and "from 0.25 to 0.95" in t["gaps"] and "at least 0.900" in t["gaps"]
+    assert t["weak_label"] == "Did not hold" and "1 of 2 have a gap ratio above 0.9" in t["weak"]
+    assert "in 1 of the 2 layers, not in all" in t["so"]
+    # a model whose training opened no gap beyond its twins', and whose layers are all real and gapped
+    flat = LayerSpectra(_diag_stack([1.0, 0.5, 0.1], [1.0, 0.6, 0.1]), "N")
+    wide = [LayerSpectra(_diag_stack([1.0, 0.2, 0.1], [1.0, 0.3, 0.1]), "N (random init, seed 0)")]
+    t = takeaway(flat, wide, model="N")
+    assert t["gaps_label"] == "Did not hold" and "no spectral gap beyond" in t["gaps"]
+    assert t["weak_label"] == "Held" and "in every layer" in t["so"]
+    # a complex λ₁ counts against "singles out a direction"
+    rot = LayerSpectra(_diag_stack(["c", 0.5]), "R")
+    t = takeaway(rot, twins, model="R")
+    assert t["weak_label"] == "Did not hold" and "in 1 of them λ₁ is complex" in t["weak"]
+    assert "nothing to work with" in t["so"]

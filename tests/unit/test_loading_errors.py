@@ -256,3 +256,20 @@ def test_empty_and_wrong_texts(minilm):
         minilm.hidden_states([])
     with pytest.raises(TypeError):
         minilm.hidden_states([3])
+
+
+@pytest.mark.parametrize("name, want", [("float32", torch.float32), ("bfloat16", torch.bfloat16),
+                                        ("torch.float64", torch.float64), (torch.float16, torch.float16)])
+def test_a_parameters_cell_may_name_the_dtype(name, want):
+    assert loading.check_dtype(name) is want
+
+
+@pytest.mark.parametrize("bad", ["fp32", "int8", torch.int64, 32])
+def test_an_unknown_dtype_is_refused_before_anything_loads(bad, monkeypatch):
+    monkeypatch.setattr(loading, "resolve_source", lambda *a, **k: pytest.fail("read before the dtype check"))
+    with pytest.raises(lib.InputError, match="dtype must be one of 'float32'"):
+        lib.load_model("minilm", dtype=bad)
+
+
+def test_a_dtype_name_loads_the_weights_in_that_dtype(tiny_dir):
+    assert lib.load_model(str(tiny_dir("bert")), dtype="float64").hf_model.dtype == torch.float64
