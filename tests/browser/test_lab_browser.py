@@ -5,7 +5,8 @@ autosave never rewrites a chapter file; ``lib`` is importable there because ``ma
 Each chapter is opened the way the README tells a student (right-click → *Open With → Notebook*; jupytext's
 contents manager reads the ``.md`` as a notebook), run with *Run → Run All Cells*, and then checked:
 
-* every code cell ran, none printed an error, and none is still running after :data:`RUN_LIMIT_S`;
+* every code cell ran, none printed an error, and none is still running when the run stalls
+  (:data:`STALL_LIMIT_S` without a finished cell);
 * every ``{eval}`` of the prose was evaluated without error and its value shows in the rendered cell;
 * jupyterlab-myst rendered every markdown cell: the cells use only roles and directives it renders (it
   shows an unknown role such as ``{glue:text}`` as its bare content), and no raw MyST (``{eval}``, ``:::``,
@@ -43,8 +44,11 @@ CHAPTERS = [name for name in sorted(p.stem for p in (ROOT / "book").glob("[0-9][
             if name in os.environ.get("SPECTRAL_BOOK_LAB_CHAPTERS", name).split(",")]
 #: chapters whose ipywidgets panel must render (their ``widget_*`` cell runs in the lab)
 WIDGET_CHAPTERS = {"01_power_method", "05_steering_lab"}
-#: seconds a chapter's Run All may take in the lab before a still-running cell fails it
-RUN_LIMIT_S = 420
+#: a chapter's Run All fails only when no code cell has finished for this many seconds (a hang, not a slow
+#: machine: on a loaded 2-core machine chapter 3 alone took over 420 s, the old fixed budget) ...
+STALL_LIMIT_S = 600
+#: ... or, as a last bound on a run that keeps crawling, after this many seconds in all
+RUN_CAP_S = 3600
 PARALLEL = 2
 #: the lab's user settings for the test: every cell in the DOM (the default windowing keeps off-screen
 #: cells out of it, so the page could not be searched), and no news prompt over the notebook
@@ -321,6 +325,7 @@ def lab_runs(lab_url) -> dict[str, ChapterRun]:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         queue = list(CHAPTERS)
         active: dict[str, tuple[object, float]] = {}
+        progress: dict[str, tuple[int, float]] = {}  # name -> (cells done, when that count last grew)
         while queue or active:
             while queue and len(active) < PARALLEL:
                 name = queue.pop(0)
@@ -330,6 +335,7 @@ def lab_runs(lab_url) -> dict[str, ChapterRun]:
                     runs[name].opened = True
                     _run_all(page)
                     active[name] = (page, time.monotonic())
+                    progress[name] = (0, time.monotonic())
                 except PlaywrightError as exc:
                     runs[name].failure = f"could not open and run: {exc}"[:1500]
                     page.screenshot(path=str(ARTIFACTS / f"{name}_open_failed.png"))
@@ -337,9 +343,13 @@ def lab_runs(lab_url) -> dict[str, ChapterRun]:
             time.sleep(2)
             for name, (page, t0) in list(active.items()):
                 state = page.evaluate(_STATE_JS)
-                elapsed = time.monotonic() - t0
+                now = time.monotonic()
+                elapsed = now - t0
+                if state["done"] > progress[name][0]:
+                    progress[name] = (state["done"], now)
+                stalled = now - progress[name][1] > STALL_LIMIT_S
                 done = not state["running"] and _kernel_idle(page) and elapsed > 10
-                if done or elapsed > RUN_LIMIT_S:
+                if done or stalled or elapsed > RUN_CAP_S:
                     runs[name].seconds = round(elapsed, 1)
                     try:
                         _finish(page, runs[name])
@@ -356,7 +366,8 @@ def test_chapter_in_lab(lab_runs, name):
     run = lab_runs[name]
     assert not run.failure, f"{name}: {run.failure}"
     assert run.opened and run.n_code > 0, f"{name}: the notebook did not open with code cells"
-    assert not run.still_running, f"{name}: code cells {run.still_running} still running after {RUN_LIMIT_S} s"
+    assert not run.still_running, (f"{name}: code cells {run.still_running} still running after {run.seconds} s "
+                                   f"(no cell finished for {STALL_LIMIT_S} s, or {RUN_CAP_S} s in all)")
     assert not run.errors, f"{name}: error output: {run.errors[:5]}"
     assert run.not_run == 0, f"{name}: {run.not_run} of {run.n_code} code cells never ran"
     assert not run.unknown_markup, f"{name}: markup the lab does not render: {run.unknown_markup[:8]}"
