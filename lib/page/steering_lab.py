@@ -69,7 +69,7 @@ def _colors(labels: Sequence[str], *, title: str | None = None, legend: Any = al
     return alt.Color(f"{field}:N", title=title, scale=alt.Scale(domain=domain, range=colours), legend=legend)
 
 
-def _alpha_axis(title: str = "α|c| / |λ₁(F_L)| (0 plotted at 0.5)") -> alt.X:
+def _alpha_axis(title: str = "edit strength α|c|/|λ₁(F_L)| (0 plotted at 0.5)") -> alt.X:
     return alt.X("alpha_plot:Q", scale=alt.Scale(type="log"), title=title)
 
 
@@ -153,7 +153,7 @@ def tradeoff_chart(df: pd.DataFrame, *, model: str, title: str, description: str
     line = base.mark_line(point=True).encode(
         x=x, y=alt.Y("top1:Q", title="top-1 rate of the target", scale=alt.Scale(domain=[0, 1])),
         order="strength:Q",
-        tooltip=["method:N", alt.Tooltip("alpha:Q", title="α|c|/|λ₁|"), alt.Tooltip("strength:Q", format=".1f"),
+        tooltip=["method:N", alt.Tooltip("alpha:Q", title="edit strength"), alt.Tooltip("strength:Q", format=".1f"),
                  alt.Tooltip("top1:Q", format=".2f"), alt.Tooltip("ppl:Q", format=".1f")])
     ybar = base.mark_rule().encode(x="ppl:Q", y="top1_lo:Q", y2="top1_hi:Q")
     xbar = base.mark_rule().encode(x="ppl_lo:Q", x2="ppl_hi:Q", y="top1:Q")
@@ -198,7 +198,7 @@ def v_control_chart(vctrl: pd.DataFrame) -> alt.TopLevelMixin:
     chart = alt.layer(bars, ci, data=long).properties(width=220, height=150).facet(
         column=alt.Column("model:N", title=None, sort=list(dict.fromkeys(vctrl.model))))
     models = ", ".join(dict.fromkeys(vctrl.model))
-    return titled(chart, "Same F_L′, different layer: the O-edit against the V-edit at α|c|/|λ₁| = 100", models,
+    return titled(chart, "Same F_L′, different layer: the O-edit against the V-edit at edit strength 100", models,
                   "On MiniLM both edits make u the principal eigenvector of F_L′, but only the O-edit moves "
                   "the tokens toward u; on the grouped-query decoder the V-edit plants a direction away from u.")
 
@@ -207,7 +207,7 @@ def v_control_chart(vctrl: pd.DataFrame) -> alt.TopLevelMixin:
 QUANTITIES: dict[str, tuple[str, str]] = {
     "model": ("model", "{}"),
     "direction": ("direction u", "{}"),
-    "alpha": ("α|c|/|λ₁|", "{:g}"),
+    "alpha": ("edit strength α|c|/|λ₁|", "{:g}"),
     "c": ("c = zᵀu", "{:.3f}"),
     "spectral_alignment": ("|⟨v₁(F_L′), u⟩|", "{:.3f}"),
     "gap_ratio": ("gap ratio after the edit", "{:.3f}"),
@@ -374,12 +374,12 @@ def static_lab(grid: dict[str, pd.DataFrame], *, model: SpectralModel, alphas: S
     labels = list(dict.fromkeys(grid["summary"]["direction"]))
     ai = alt.param(name="ai", value=min(4, len(alphas) - 1),
                    bind=alt.binding_range(min=0, max=len(alphas) - 1, step=1,
-                                          name=f"α|c|/|λ₁| index (0..{len(alphas) - 1} = {', '.join(f'{a:g}' for a in alphas)}) "))
+                                          name=f"edit strength index (0..{len(alphas) - 1} = {', '.join(f'{a:g}' for a in alphas)}) "))
     dirp = alt.param(name="dir", value=labels[0], bind=alt.binding_radio(options=labels, name="direction "))
     where = "datum.ai == ai && datum.direction == dir"
     cols = ["direction", "ai", "spectral_alignment", "gap_ratio"]
     texts = grid["text"].merge(grid["summary"][cols], on=["direction", "ai"])
-    texts["text"] = [f"α|c|/|λ₁| = {a:g} · |⟨v₁′, u⟩| = {s:.3f} · gap {g:.3f} · {t}" for a, s, g, t in
+    texts["text"] = [f"edit strength {a:g} · |⟨v₁′, u⟩| = {s:.3f} · gap {g:.3f} · {t}" for a, s, g, t in
                      zip(texts["alpha"], texts["spectral_alignment"], texts["gap_ratio"], texts["text"])]
 
     def small(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
@@ -407,7 +407,8 @@ def widget_lab(labs: dict[str, Lab], directions: dict[str, dict[str, steering.Di
     model_w = W.Dropdown(options=list(labs), description="model")
     dir_w = W.Dropdown(description="direction")
     word_w = W.Text(value="", placeholder="or type a word + Enter", description="word", continuous_update=False)
-    alpha_w = W.FloatLogSlider(value=10, base=10, min=-1, max=3, step=0.1, description="α|c|/|λ₁|")
+    alpha_w = W.FloatLogSlider(value=10, base=10, min=-1, max=3, step=0.1, description="edit strength",
+                               style={"description_width": "initial"})
     layer_w = W.IntSlider(value=1, min=1, max=1, description="layer")
     matrix_w = W.ToggleButtons(options=list(steering.MATRICES), value="O", description="edit",
                                tooltips=["O_L ← O_L + α u wᵀ (the paper's edit)", "V_L ← V_L + α b uᵀ (a control)"])
@@ -440,7 +441,7 @@ def widget_lab(labs: dict[str, Lab], directions: dict[str, dict[str, steering.Di
                 return
             eig = pd.DataFrame({"re": r["eigvals"].real, "im": r["eigvals"].imag, "k": np.arange(r["eigvals"].size)})
             eig[["re", "im"]] /= r["edit"].radius if r["edit"] else np.abs(r["eigvals"]).max()
-            summary = (f"{u.label}, {matrix_w.value}-edit: α|c|/|λ₁| = {alpha_w.value:.3g}, c = {r['c']:.3f}, |⟨v₁′, u⟩| = "
+            summary = (f"{u.label}, {matrix_w.value}-edit: edit strength {alpha_w.value:.3g}, c = {r['c']:.3f}, |⟨v₁′, u⟩| = "
                        f"{r['spectral_alignment']:.3f}, gap {r['gap_ratio']:.3f}, sign agreement {r['sign_agreement']:.2f}")
             if "rank" in r:
                 summary += f", target rank {r['rank']:g} (activation addition {r['rank_actadd']:g})"

@@ -232,7 +232,7 @@ def test_quantity_tables_have_readable_row_labels(lab_d, dec):
 
 def test_continuations_and_tradeoff_tables(grid_d, lab_d, dec):
     html = sp.continuations_table(grid_d["text"], "word: boat").to_html()
-    assert _headers(html) == ["α|c|/|λ₁|", "greedy continuation"]
+    assert _headers(html) == ["edit strength α|c|/|λ₁|", "greedy continuation"]
     assert html.count("the sailor watches") == 3
     u = steering.word_direction(dec, "boat")
     trade = sl.tradeoff(lab_d, u, lab_d.texts[:2], alphas=(0, 10), strengths=[1.0, 5.0])
