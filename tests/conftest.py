@@ -138,7 +138,7 @@ def require_chromium() -> None:
         pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
 
 
-def wait_for_server(proc, url: str, log_path: Path, name: str, seconds: int = 120) -> None:
+def wait_for_server(proc, url: str, log_path: Path, name: str, seconds: int = 300) -> None:
     """Wait until the Jupyter server ``proc`` answers ``{url}/api/status``; fail with its log if it exits or
     does not answer within ``seconds`` (checked once a second, so a slow machine only waits longer)."""
     import time
@@ -153,3 +153,14 @@ def wait_for_server(proc, url: str, log_path: Path, name: str, seconds: int = 12
                 pytest.fail(f"{name} exited ({proc.returncode}); log: {log_path.read_text()[-2000:]}")
             time.sleep(1)
     pytest.fail(f"{name} did not answer within {seconds} s")
+
+
+def stop_server(proc) -> None:
+    """Stop a server started by a fixture: SIGTERM, then SIGKILL if it has not exited within 30 s."""
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, require_chromium, wait_for_server
+from conftest import ROOT, require_chromium, stop_server, wait_for_server
 
 from tools.site_browser import CHROMIUM, CHROMIUM_ARGS
 
@@ -210,11 +210,7 @@ def lab_url(tmp_path_factory):
         wait_for_server(proc, url, tmp / "lab.log", "jupyter lab")
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
         log.close()
 
 

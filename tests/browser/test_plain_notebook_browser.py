@@ -33,7 +33,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT, require_chromium, wait_for_server
+from conftest import ROOT, require_chromium, stop_server, wait_for_server
 
 from tools import colab
 from tools.plain_markdown import BUILT_VALUE_TITLE, HEADER_TAG
@@ -135,11 +135,7 @@ def notebook_url(notebooks, tmp_path_factory):
             assert "jupyterlab-myst" in config["disabledExtensions"]  # off for this server only
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_server(proc)
 
 
 @pytest.fixture(scope="module")
