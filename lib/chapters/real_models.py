@@ -68,6 +68,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALPHA",
+    "BUILD_UP_MARGIN",
     "FDR",
     "NULL_TEST_COLUMNS",
     "TRAJECTORIES",
@@ -564,9 +565,15 @@ def special_token_results(analysis: Analysis, seed: int = 0) -> pd.DataFrame:
 
 
 # -- build-up toward one direction with depth (section 3.3, LA9) ---------------------------------------------
+BUILD_UP_MARGIN = 0.5
+"""LA9's equivalence margin δ in units of the chance level ``c_{d,k}`` of the fixed basis [ours]: "no build-up"
+means the build-up's excess over its null lies within ``±BUILD_UP_MARGIN · c_{d,k}`` (a verdict rule, stated
+in chapter 3's prose)."""
+
+
 def fixed_direction_profile(
     ts: TokenStates, basis: np.ndarray, *, m: int = 1000, n_boot: int = 1000, seed: int = 0, ci: float = 0.95,
-    chunk: int = 100, margin_chance: float = 0.5,
+    chunk: int = 100, margin_chance: float = BUILD_UP_MARGIN,
 ) -> pd.DataFrame:
     """Alignment of the tokens at every depth with one *fixed* basis ``(d, k)``: does it build up with depth?
 
@@ -631,14 +638,16 @@ def fixed_direction_profile(
     })
 
 
-def depth_profiles(analyses: Sequence[Analysis], *, m: int = 1000, seed: int = 0) -> pd.DataFrame:
+def depth_profiles(analyses: Sequence[Analysis], *, m: int = 1000, seed: int = 0,
+                   margin_chance: float = BUILD_UP_MARGIN) -> pd.DataFrame:
     """Section 3.3's build-up test for each model and source: the content tokens' alignment at every depth with
-    the model's *last* layer's principal direction (:func:`fixed_direction_profile`), with
-    ``variant`` (``"<who> · <source>"``), ``who`` and ``source`` columns."""
+    the model's *last* layer's principal direction (:func:`fixed_direction_profile`, equivalence margin
+    ``margin_chance`` chance levels), with ``variant`` (``"<who> · <source>"``), ``who`` and ``source`` columns."""
     profiles = []
     for a in analyses:
         for source, ts in a.states.items():
-            prof = fixed_direction_profile(ts.select("content"), a.bases.v1[-1], m=m, seed=seed)
+            prof = fixed_direction_profile(ts.select("content"), a.bases.v1[-1], m=m, seed=seed,
+                                           margin_chance=margin_chance)
             profiles.append(prof.assign(variant=f"{a.who} · {source}", who=a.who, source=source))
     return pd.concat(profiles, ignore_index=True)
 
@@ -757,7 +766,7 @@ def run_paper_model(
         model = load_model(name, device=device, random_init=random_init, seed=seed)
         return _analyse_paper_model(name, model, list(texts), shared_prompts=shared_prompts,
                                     shared_steps=shared_steps, anchor=anchor, seed=seed)
-    except Exception as exc:  # noqa: BLE001 - any failure becomes a message, or one clear error if strict
+    except Exception as exc:  # any failure becomes a message, or one clear error if strict
         if model is None:
             message = load_failure_message(name, exc)
         else:

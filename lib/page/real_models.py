@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from lib.chapters.real_models import (
+    ALPHA,
     FDR,
     TRAJECTORIES,
     build_up_status,
@@ -607,7 +608,7 @@ def build_up_text(row: Any) -> str:
 class BuildUp(NamedTuple):
     """:func:`build_up_glue`'s result: the prose's values (by glue name, without the source prefix), whether
     the trained alignment at depth ``L−1`` lies inside its null band, and whether its build-up beats the null
-    (one-sided ``p < 0.05``)."""
+    (one-sided ``p <`` :data:`lib.chapters.real_models.ALPHA`)."""
 
     values: dict[str, str]
     last_inside: bool
@@ -638,7 +639,7 @@ def build_up_glue(profiles: pd.DataFrame, source: str, n_layers: int) -> BuildUp
             "p_eq": p_phrase(b.p_equivalent), "status": build_up_status(b),
         })
     inside = bool(last.null_ratio_lo <= last.ratio <= last.null_ratio_hi)
-    return BuildUp(values, inside, bool(b.p_build_up < 0.05))
+    return BuildUp(values, inside, bool(b.p_build_up < ALPHA))
 
 
 def build_up_summary(statuses: dict[str, str]) -> str:

@@ -6,6 +6,8 @@ written down) or on a tiny checkpoint against the lower-level functions they wra
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -190,7 +192,7 @@ def test_analyse_overview_special_tokens_and_depth_profiles(tiny_pair):
 
 
 def test_random_albert_spectra_leading_eigenvalues_agree_with_the_full_eig(monkeypatch):
-    monkeypatch.setitem(paper.ALBERT_SIZES, "tiny", dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4))
+    monkeypatch.setitem(paper.ALBERT_SIZES, "tiny", {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4})
     out = rm.random_albert_spectra(seed=1, full=("tiny",), leading=("tiny",), k=4)
     full, top = out.table.iloc[0], out.table.iloc[1]
     assert out.table.layer.tolist() == ["shared", "shared"] and out.table.d.tolist() == [64, 64]
@@ -306,3 +308,67 @@ def test_batched_prompt_states_agree_with_one_pass_per_text(tiny_pair):
     assert all(bool((a == b).all()) for a, b in zip(S, Sb))
     with pytest.raises(lib.InputError, match="2-D"):
         trained.hidden_states_batch(trained.encode("abc")["input_ids"])
+
+
+# -- LA9's margin and the chapter's prose (#25 §6, §8) ---------------------------------------------------------
+def test_depth_profiles_judge_the_build_up_by_the_stated_margin():
+    """LA9's margin is one named rule (rm.BUILD_UP_MARGIN, glued into the prose) that depth_profiles passes on:
+    isotropic tokens (no build-up) are shown equivalent to none within half a chance level, but not within a
+    hundredth of one, where the same data leave the verdict "inconclusive"."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(3)
+    ts = als.TokenStates.from_trajectories([rng.standard_normal((4, 10, 20)) for _ in range(200)])
+    v1 = np.linalg.qr(rng.standard_normal((20, 1)))[0]
+    a = SimpleNamespace(who="trained", states={"simplified": ts}, bases=SimpleNamespace(v1=np.stack([v1] * 3)))
+    chance = als.baseline_subspace(20, 1)
+    wide = rm.depth_profiles([a], m=200).iloc[0]
+    assert rm.BUILD_UP_MARGIN == 0.5 and wide.margin == pytest.approx(rm.BUILD_UP_MARGIN * chance)
+    assert rm.build_up_status(wide) == "none"
+    narrow = rm.depth_profiles([a], m=200, margin_chance=0.01).iloc[0]
+    assert narrow.margin == pytest.approx(0.01 * chance)
+    assert rm.build_up_status(narrow) == "inconclusive"
+
+
+def _chapter_3_prose() -> str:
+    """Chapter 3's markdown without its code cells."""
+    from conftest import ROOT
+
+    text = (ROOT / "book" / "03_real_models.md").read_text(encoding="utf-8")
+    return re.sub(r"```\{code-cell\}.*?\n```\n", "", text, flags=re.DOTALL)
+
+
+def _paragraph(prose: str, start: str, end: str = "\n\n") -> str:
+    i = prose.index(start)
+    return prose[i:prose.index(end, i + len(start))]
+
+
+def test_chapter_3_states_its_verdict_margins_as_glued_rules():
+    """LA5's ±margin and LA9's equivalence margin, level and interval are verdict rules: tagged [ours] in the prose
+    and glued from the numbers the verdicts use, never typed ("half the chance level", "p < 0.05", "90%")."""
+    prose = _chapter_3_prose()
+    la5 = _paragraph(prose, "**The verdict rule of LA5** [ours]")
+    assert "{eval}`la5_margin`" in la5
+    la9 = _paragraph(prose, "**An absence needs a test that could see a presence.**")
+    assert "**The margin** [ours]" in la9
+    for name in ("la9_margin_chance", "alpha", "tost_level", "sim_margin"):
+        assert f"{{eval}}`{name}`" in la9, name
+    for typed in ("half the chance level", "0.05", "90%", "5%"):
+        assert typed not in la9, typed
+
+
+def test_chapter_3_types_no_count_the_computation_gives():
+    """Counts of twins, layers, sizes and checkpoints, and the FDR level, are glued (#25 §8); the exercises, which
+    set the reader a task with its own parameters, are not read."""
+    prose = _chapter_3_prose().split("\n## Exercises\n")[0]
+    words = r"(?:two|three|four|five|six|seven|eight|nine|\d+)"
+    typed = re.findall(rf"\b{words}\s+(?:twins|checkpoints|sizes)\b|\bof its {words}\s+layers\b|FDR 5%(?! <)", prose)
+    assert not typed, typed
+
+
+def test_chapter_3_takeaway_reads_the_real_pass_from_its_tests():
+    """The Takeaway's last line said the tilt is "absent from MiniLM's real residual stream" while Δγₜ beat its
+    own null in some layers there: it now quotes that count and LA7's rule on the real pass."""
+    takeaway = _paragraph(_chapter_3_prose(), ":::{admonition} Takeaway", "\n:::\n")
+    assert "absent from" not in takeaway
+    assert "{eval}`real_t_beat`" in takeaway and "{eval}`mini_real_la7`" in takeaway
