@@ -151,7 +151,7 @@ def browser(notebook_url):
 _MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
 
 
-def _wait_for_mathjax(page, timeout_s: float = 60.0) -> None:
+def _wait_for_mathjax(page, timeout_s: float = 180.0) -> None:
     """Until the number of typeset formulas has stopped growing (MathJax typesets cell by cell)."""
     count, stable, start = -1, 0, time.monotonic()
     while stable < 3 and time.monotonic() - start < timeout_s:
@@ -166,10 +166,11 @@ def _open(browser, url: str, path: str, n_markdown: int, shot: Path | None = Non
     page = browser.new_page(viewport={"width": 1200, "height": 1400})
     try:
         page.goto(f"{url}/notebooks/{path}", wait_until="domcontentloaded")
-        page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+        # generous waits: a busy 2-core machine renders a long notebook slowly (a limit, not a measurement)
+        page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=180_000)
         page.wait_for_function(
             f"() => document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown').length >= {n_markdown}",
-            timeout=60_000)
+            timeout=180_000)
         _wait_for_mathjax(page)
         cells = page.evaluate(_CELLS_JS)
         for cell in cells:  # math MathJax has not typeset yet is not MyST
