@@ -433,7 +433,7 @@ def angle_findings(angles: pd.DataFrame, layers: pd.DataFrame, ctx: pd.DataFrame
     parts, ctx_parts, kept = [], [], 0
     for key, g in close_tr.groupby("model", sort=False):
         name = "the decoder" if key == "decoder" else key
-        parts.append(f"{name}'s {_layer_list(g.layer)} ({_degrees(g.theta)})")
+        parts.append(f"{name}'s {_layer_list(g.layer)}, at {_degrees(g.theta)}")
         c = ctx[(ctx.model == key) & ~ctx.random].set_index("layer").theta_ctx.loc[g.layer.to_numpy()]
         ctx_parts.append(_degrees(c))
         kept += int((c < ANGLE_CLOSE).sum())

@@ -220,7 +220,7 @@ def test_near_parallel_layers_are_named_from_the_numbers_with_their_in_context_a
     ctx = _ctx()
     ctx.loc[(ctx.model == "decoder") & ~ctx.random & (ctx.layer == 3), "theta_ctx"] = 25.0
     f = bp.angle_findings(ang, _layers(0.01, 0.5), ctx, "m", 8)
-    assert f.numbers["al_close"] == "the decoder's layers 2 and 3 (3° and 18°)"
+    assert f.numbers["al_close"] == "the decoder's layers 2 and 3, at 3° and 18°"
     assert f.numbers["al_close_ctx"] == "51° and 25°" and f.numbers["al_close_kept"] == "1 of 2"
     assert f.numbers["al_close_rd"] == "2 of 24" and f.numbers["al_close_deg"] == "30°"
     assert f.numbers["al_close_n"] == "2 of 12" and f.numbers["al_close_fate"] == "partly survives in context"
