@@ -8,7 +8,8 @@ equivalence test, Benjamini–Hochberg and depth-trend slopes (arrays in, arrays
 * :class:`Interval` / :func:`interval`: a point estimate with its percentile interval; :class:`TrendTest` /
   :func:`trend_test`: the OLS slope against depth with the interval of the replicates' slopes.
 * :func:`empirical_p`: one-sided p-values against a null's draws, never 0; :func:`benjamini_hochberg`: FDR-adjusted
-  p-values across layers; :func:`equivalence_test`: TOST on bootstrap draws.
+  p-values across layers; :func:`equivalence_test`: TOST on bootstrap draws; :func:`min_p_joint`: one test from
+  several dependent ones (their smallest p, against the same draws' joint null).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ __all__ = [
     "empirical_p",
     "equivalence_test",
     "interval",
+    "min_p_joint",
     "ols_slope",
     "resampled_means",
     "trend_test",
@@ -270,3 +272,34 @@ def bootstrap_pooled(sums: Any, counts: Any = None, *, n_boot: int = 2000, level
     q = (1 - level) / 2
     lo, hi = np.quantile(stat, [q, 1 - q])
     return float(lo), float(hi)
+
+
+# -- chapter 6, TV2: one test per layer over several dependent subspaces (min-p with its joint null) ------------
+def min_p_joint(observed: Any, null: Any, *, smaller: bool = True) -> float:
+    """Tippett's min-p over ``k`` dependent tests, calibrated by their joint null (single-step Westfall–Young).
+
+    Several statistics of one unit (the angles of one direction to ``k`` subspaces of the same layer) are
+    one test, not ``k``: counting each would count the same evidence ``k`` times. The combined statistic is
+    the smallest of the ``k`` marginal p-values; its null distribution comes from the same ``m`` draws,
+    each of which gives all ``k`` statistics at once (one random direction against every subspace), so the
+    dependence between the ``k`` tests is kept. ``k`` copies of one test cost nothing (the combined p is
+    the marginal p); ``k`` independent tests give about Šidák's ``1 − (1 − p_min)^k``.
+
+    Args:
+        observed: ``(k,)`` statistics. null: ``(m, k)`` joint draws under the null hypothesis.
+        smaller: ``True`` when small values are extreme (angles), ``False`` when large ones are.
+    Returns:
+        the combined p-value: with the observation pooled among the draws (``m + 1`` exchangeable values under
+        the null), each value's marginal p-value is its rank in its test over ``m + 1`` (the observation's is
+        ``(1 + #{draws at least as extreme}) / (m + 1)``), and the combined p is the share of the ``m + 1``
+        values whose smallest marginal p is at most the observation's; never 0.
+    """
+    obs = np.asarray(observed, dtype=np.float64)
+    N = np.asarray(null, dtype=np.float64)
+    if N.ndim != 2 or obs.shape != N.shape[1:]:
+        raise ValueError(f"observed must be (k,) and null (m, k), got {obs.shape} and {N.shape}")
+    pool = np.vstack([obs[None], N]) if smaller else -np.vstack([obs[None], N])  # (m + 1, k), row 0 observed
+    S = np.sort(pool, axis=0)
+    ranks = np.stack([np.searchsorted(S[:, i], pool[:, i], side="right") for i in range(pool.shape[1])], 1)
+    s = ranks.min(1)  # (m + 1,): each value's smallest marginal rank
+    return float((s <= s[0]).sum() / len(s))

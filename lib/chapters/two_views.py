@@ -631,10 +631,10 @@ def angle_summary(angles: pd.DataFrame) -> pd.DataFrame:
 
 
 def angle_verdict(frac_trained: float, frac_twins: float) -> str:
-    """Claim TV2's rule [ours] from the fractions of (layer, subspace) pairs where ``v₁(F_t)`` is closer than
-    chance at FDR 5% (:func:`angle_summary`), trained and pooled twins: "not reproduced" if under one half of
-    the trained pairs are, "reproduced" if the trained fraction beats the twins' by more than 0.2, else "not
-    specific to training"."""
+    """Claim TV2's rule [ours] from the fractions of layers where ``v₁(F_t)`` is closer than chance to at least
+    one of the Jacobian's subspaces at FDR 5% (one test per layer, :func:`lib.chapters.two_views_angles.angle_layers`),
+    trained and pooled twins: "not reproduced" if under one half of the trained layers are, "reproduced" if
+    the trained fraction beats the twins' by more than 0.2, else "not specific to training"."""
     return ("not reproduced" if frac_trained < 0.5 else "reproduced" if frac_trained > frac_twins + 0.2
             else "not specific to training")
 
@@ -759,14 +759,14 @@ def context_twins(views: TwinViews, n: int | None = None) -> tuple[pd.DataFrame,
             pd.concat([sh for _, _, sh in parts], ignore_index=True))
 
 
-def perturbation_twins(views: TwinViews, eps: Sequence[float], layer: int = 2) -> pd.DataFrame:
+def perturbation_twins(views: TwinViews, eps: Sequence[float], layer: int = 2, n_dirs: int = 8) -> pd.DataFrame:
     """:func:`perturbation_errors` of block ``layer`` (0-based) of each trained model at its first prompt's
-    last token, tagged with ``model``."""
+    last token, ``n_dirs`` random directions per ε, tagged with ``model``."""
     parts = []
     for key in views.twins:
         m, v = views.model(key), views[key, "trained"]
         T = jac.last_token_index(m, views.texts[key][0])
-        parts.append(perturbation_errors(m, layer, v.states[0][layer], T, eps).assign(model=key))
+        parts.append(perturbation_errors(m, layer, v.states[0][layer], T, eps, n_dirs=n_dirs).assign(model=key))
     return pd.concat(parts, ignore_index=True)
 
 

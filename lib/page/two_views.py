@@ -16,6 +16,7 @@ frames and verdict rules), with a ``model`` column (the family key, one panel ea
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,7 @@ from lib.chapters.two_views import (
     steering_verdict,
     twin_label,
 )
+from lib.chapters.two_views_angles import ANGLE_CLOSE
 from lib.methods import alignment as als
 from lib.methods import bridge as br
 from lib.page import prose
@@ -365,14 +367,36 @@ def share_findings(share: pd.DataFrame, share_ctx: pd.DataFrame, models: str) ->
                               "attention core's Jacobian in context)", "verdict": combined_verdict(verdicts)})
 
 
-def angle_findings(angles: pd.DataFrame, models: str, k: int) -> Findings:
-    """Section 6.2 (claim TV2): how often ``v₁(F_t)`` is closer than chance to a Jacobian subspace.
+def _layer_list(layers: Sequence[int]) -> str:
+    """``[2]`` → ``"layer 2"``, ``[2, 3]`` → ``"layers 2 and 3"``, ``[1, 2, 5]`` → ``"layers 1, 2 and 5"``."""
+    ls = [str(int(t)) for t in layers]
+    return f"layer {ls[0]}" if len(ls) == 1 else f"layers {', '.join(ls[:-1])} and {ls[-1]}"
+
+
+def _degrees(values: Iterable[float]) -> str:
+    """``"3° and 18°"``: angles in degrees, joined as the prose reads them."""
+    vs = [f"{v:.0f}°" for v in values]
+    return vs[0] if len(vs) == 1 else f"{', '.join(vs[:-1])} and {vs[-1]}"
+
+
+def angle_findings(angles: pd.DataFrame, layers: pd.DataFrame, ctx: pd.DataFrame, models: str, k: int) -> Findings:
+    """Section 6.2 (claim TV2): how often ``v₁(F_t)`` is closer than chance to the Jacobian's subspaces.
+
+    ``angles``: ``TwinViews.table("angles")`` (one test per layer and subspace); ``layers``:
+    :func:`lib.chapters.two_views_angles.angle_layers` (one test per layer over the four subspaces, the count
+    the claim uses: the four subspaces of a layer are not four pieces of evidence); ``ctx``: the first table of
+    :func:`lib.chapters.two_views.context_twins` (the same angles from the in-context mean Jacobians).
 
     Glued: ``al_<key>_<i>_tr`` / ``_rd`` ("a of n" layers for subspace ``i`` of
-    :data:`lib.chapters.two_views.ANGLE_TARGETS`), ``al_tot_tr`` / ``al_tot_rd`` (all pairs), ``ml_theta_min``
-    and ``ml_chance`` (MiniLM's best angle and its chance quantiles), ``dec_th_l2`` / ``dec_th_l3`` (the
-    trained decoder's eigenvector angles in layers 2 and 3). The claim's verdict is
-    :func:`lib.chapters.two_views.angle_verdict` of the aligned shares of the pairs, trained and twins.
+    :data:`lib.chapters.two_views.ANGLE_TARGETS`, each its own test); ``al_<key>_tr`` / ``_rd`` and
+    ``al_tot_tr`` / ``al_tot_rd`` (layers closer than chance to at least one subspace, per model and in all);
+    ``ml_theta_min`` and ``ml_chance`` (MiniLM's best angle and its chance quantiles); ``al_close_deg``
+    (:data:`lib.chapters.two_views_angles.ANGLE_CLOSE`), ``al_close`` (the trained layers whose angle to
+    ``J̄_t``'s eigenvectors is under it, named with their angles), ``al_close_n`` and ``al_close_rd`` (how
+    many trained and twin layers are under it), ``al_close_ctx`` (the same trained layers' angles in context),
+    ``al_close_kept`` (how many of them stay under it in context) and ``al_close_fate`` (that in words: "does
+    not survive in context", ...). The claim's verdict is :func:`lib.chapters.two_views.angle_verdict` of the
+    shares of layers, trained and twins.
     """
     summary = angle_summary(angles)
     twin = twin_label(angles)
@@ -388,23 +412,48 @@ def angle_findings(angles: pd.DataFrame, models: str, k: int) -> Findings:
         for i, target in enumerate(ANGLE_TARGETS):
             numbers[f"al_{key}_{i}_tr"] = "{} of {}".format(*aligned(key, target, False))
             numbers[f"al_{key}_{i}_rd"] = "{} of {}".format(*aligned(key, target, True))
-    tot_tr, n_tr = (sum(aligned(key, t, False)[j] for key in keys for t in ANGLE_TARGETS) for j in (0, 1))
-    tot_rd, n_rd = (sum(aligned(key, t, True)[j] for key in keys for t in ANGLE_TARGETS) for j in (0, 1))
-    frac_tr, frac_rd = tot_tr / n_tr, tot_rd / n_rd
-    numbers["al_tot_tr"] = f"{tot_tr} of {n_tr}"
-    numbers["al_tot_rd"] = f"{tot_rd} of {n_rd}"
+    hit = layers.q_joint < 0.05
+    counts = {}
+    for random, tag in ((False, "tr"), (True, "rd")):
+        for key in keys:
+            sel = (layers.model == key) & (layers.random == random)
+            counts[key, tag] = (int(hit[sel].sum()), int(sel.sum()))
+            numbers[f"al_{key}_{tag}"] = "{} of {}".format(*counts[key, tag])
+        sel = layers.random == random
+        counts["all", tag] = (int(hit[sel].sum()), int(sel.sum()))
+        numbers[f"al_tot_{tag}"] = "{} of {}".format(*counts["all", tag])
     ang_tr = angles[~angles.random]
     ml = angles[angles.model == "MiniLM"]
     numbers["ml_theta_min"] = f"{ang_tr[ang_tr.model == 'MiniLM'].theta.min():.0f}°"
     numbers["ml_chance"] = f"{ml.chance_lo.min():.0f}–{ml.chance_lo.max():.0f}°"
-    dec_eig = ang_tr[(ang_tr.model == "decoder") & (ang_tr.target == ANGLE_TARGETS[0])].set_index("layer").theta
-    numbers["dec_th_l2"] = f"{dec_eig[2]:.0f}°"
-    numbers["dec_th_l3"] = f"{dec_eig[3]:.0f}°"
+    eig = angles[angles.target == ANGLE_TARGETS[0]]
+    close = eig[eig.theta < ANGLE_CLOSE]
+    close_tr = close[~close.random].sort_values(["model", "layer"])
+    numbers["al_close_deg"] = f"{ANGLE_CLOSE:.0f}°"
+    parts, ctx_parts, kept = [], [], 0
+    for key, g in close_tr.groupby("model", sort=False):
+        name = "the decoder" if key == "decoder" else key
+        parts.append(f"{name}'s {_layer_list(g.layer)}, at {_degrees(g.theta)}")
+        c = ctx[(ctx.model == key) & ~ctx.random].set_index("layer").theta_ctx.loc[g.layer.to_numpy()]
+        ctx_parts.append(_degrees(c))
+        kept += int((c < ANGLE_CLOSE).sum())
+    numbers["al_close"] = "; ".join(parts) if parts else "no layer"
+    numbers["al_close_ctx"] = "; ".join(ctx_parts) if ctx_parts else "none to check"
+    numbers["al_close_kept"] = f"{kept} of {len(close_tr)}"
+    numbers["al_close_n"] = f"{len(close_tr)} of {int((~eig.random).sum())}"
+    numbers["al_close_fate"] = ("has nothing to lose in context" if close_tr.empty else
+                                "does not survive in context" if kept == 0 else
+                                "survives in context" if kept == len(close_tr) else "partly survives in context")
+    n_rd = int(eig.random.sum())
+    numbers["al_close_rd"] = f"{int(close.random.sum())} of {n_rd}"
+    frac_tr = counts["all", "tr"][0] / counts["all", "tr"][1]
+    frac_rd = counts["all", "rd"][0] / counts["all", "rd"][1]
     eig_tr = {key: aligned(key, ANGLE_TARGETS[0], False) for key in keys}
-    measured = ("; ".join(f"{key}: v₁(Fₜ) closer than chance (FDR 5%) to J̄ₜ's top-{k} eigenvectors in "
-                          f"{eig_tr[key][0]} of {eig_tr[key][1]} layers" for key in keys)
-                + f"; all four subspaces: {tot_tr} of {n_tr} (layer, subspace) pairs trained, {tot_rd} of "
-                  f"{n_rd} at random init")
+    measured = ("v₁(Fₜ) closer than chance to at least one of J̄ₜ's four subspaces (one test per layer: the "
+                "smallest p against the joint null of the four, FDR 5% across layers): "
+                + ", ".join(f"{key} {numbers[f'al_{key}_tr']}" for key in keys)
+                + f" layers trained, {numbers['al_tot_rd']} at random init; top-{k} eigenvectors alone: "
+                + ", ".join(f"{key} {eig_tr[key][0]} of {eig_tr[key][1]}" for key in keys))
     return Findings(numbers, {"models": models + f"; K = {k}", "measured": measured,
                               "verdict": angle_verdict(frac_tr, frac_rd)})
 
@@ -421,7 +470,9 @@ def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, mo
     p-values six layers can give), ``rt_bh_lone`` (the p a lone rejection needs), ``rt_pw_tr_<e>`` /
     ``rt_pw_rd_<e>`` / ``rt_pw1_tr_<e>`` / ``rt_pw1_rd_<e>`` (power, all planted or one, trained design and
     twins' design, at ``e`` = 10 × the effect, whose value is ``rt_e_<e>``), ``rt_reps`` (replicates per
-    effect) and ``rt_strong`` (:data:`lib.chapters.two_views.RATE_STRONG`).
+    effect), ``rt_strong`` (:data:`lib.chapters.two_views.RATE_STRONG`), ``rt_layers`` (layers per variant),
+    ``rt_orderings`` (their orderings, the exact null's size), ``rt_twins`` (the twins' variants) and
+    ``rt_n_all`` (the tests under one correction).
 
     The verdict is :func:`lib.chapters.two_views.rate_verdict` of the trained tests significant at FDR 5% and
     the trained design's power: "reproduced" if every one is, "partly reproduced" if some are; with none,
@@ -443,6 +494,8 @@ def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, mo
         "rt_best": (f"{best.model}'s {best['J̄ property']}, r = {best.r:+.2f} (95% interval {best.lo:+.2f} to "
                     f"{best.hi:+.2f}, p = {best.p:.3f}, q = {best.q:.2f})"),
         "rt_dir": f"{int(sign.sum())} of {len(tr)}", "rt_p_perfect": f"{p_sorted[0]:.4f}",
+        "rt_layers": n_layers, "rt_orderings": math.factorial(n_layers), "rt_twins": int(rd.variants.max()),
+        "rt_n_all": len(rt),
         "rt_p_next": f"{p_sorted[1]:.3f}", "rt_bh_lone": f"{0.05 / len(rt):.4f}", "rt_strong": f"{RATE_STRONG:.1f}"}
     tr_design, rd_design = design_label(n_layers, 1), design_label(n_layers, int(rd.variants.max()))
     numbers["rt_reps"] = int(power.reps.iloc[0])

@@ -177,16 +177,53 @@ def test_angle_summary_counts_layers_and_pools_the_twins():
     assert s[s.series != "trained"].n.unique().tolist() == [12]
 
 
+def _layers(q_trained: float, q_random: float) -> pd.DataFrame:
+    """One joint test per layer (:func:`lib.chapters.two_views_angles.angle_layers`): layer 1 never aligned."""
+    q = {s: np.r_[0.5, np.full(5, q_trained if s == "trained" else q_random)] for s in SERIES}
+    return _per_layer({(key, s): {"p_joint": q[s], "q_joint": q[s]} for key in KEYS for s in SERIES})
+
+
+def _ctx(theta: float = 50.0) -> pd.DataFrame:
+    return _per_layer({(key, s): {"theta_ctx": theta + np.arange(6)} for key in KEYS for s in SERIES})
+
+
 def test_angle_findings_numbers_and_verdicts():
-    f = bp.angle_findings(_angles(0.01, 0.5), "m", 8)
+    f = bp.angle_findings(_angles(0.01, 0.5), _layers(0.01, 0.5), _ctx(), "m", 8)
     assert f.numbers["al_MiniLM_0_tr"] == "5 of 6" and f.numbers["al_decoder_3_rd"] == "0 of 12"
-    assert f.numbers["al_tot_tr"] == "40 of 48" and f.numbers["al_tot_rd"] == "0 of 96"
+    assert f.numbers["al_tot_tr"] == "10 of 12" and f.numbers["al_tot_rd"] == "0 of 24"
+    assert f.numbers["al_MiniLM_tr"] == "5 of 6" and f.numbers["al_decoder_rd"] == "0 of 12"
     assert f.numbers["ml_theta_min"] == "60°" and f.numbers["ml_chance"] == "70–70°"
-    assert (f.numbers["dec_th_l2"], f.numbers["dec_th_l3"]) == ("61°", "62°")
+    assert f.numbers["al_close"] == "no layer" and f.numbers["al_close_kept"] == "0 of 0"
     assert f.claim["models"] == "m; K = 8" and f.claim["verdict"] == "reproduced"
-    assert "top-8 eigenvectors in 5 of 6 layers" in f.claim["measured"]
-    assert bp.angle_findings(_angles(0.01, 0.01), "m", 8).claim["verdict"] == "not specific to training"
-    assert bp.angle_findings(_angles(0.5, 0.01), "m", 8).claim["verdict"] == "not reproduced"
+    assert "MiniLM 5 of 6, decoder 5 of 6 layers trained, 0 of 24 at random init" in f.claim["measured"]
+    assert "top-8 eigenvectors alone: MiniLM 5 of 6" in f.claim["measured"]
+    ok = _layers(0.01, 0.01)
+    assert bp.angle_findings(_angles(0.01, 0.01), ok, _ctx(), "m", 8).claim["verdict"] == "not specific to training"
+    assert bp.angle_findings(_angles(0.5, 0.01), _layers(0.5, 0.01), _ctx(), "m", 8).claim["verdict"] == "not reproduced"
+
+
+def test_angle_findings_count_layers_not_layer_subspace_pairs():
+    """A layer aligned with all four subspaces is one aligned layer: the old count made the trained models'
+    5 of 6 layers per subspace "40 of 48 (layer, subspace) pairs"; by layer, 10 of 12. And only the joint
+    test counts: a layer aligned with each subspace alone but not jointly is not counted."""
+    f = bp.angle_findings(_angles(0.01, 0.5), _layers(0.5, 0.5), _ctx(), "m", 8)
+    assert f.numbers["al_tot_tr"] == "0 of 12" and f.claim["verdict"] == "not reproduced"
+    assert f.numbers["al_MiniLM_0_tr"] == "5 of 6"  # each subspace's own test stays as it was
+
+
+def test_near_parallel_layers_are_named_from_the_numbers_with_their_in_context_angles():
+    """The prose's "two decoder layers, 2 and 3" and "does not survive in context" come from the tables."""
+    ang = _angles(0.01, 0.5)
+    eig = (ang.target == bv.ANGLE_TARGETS[0]) & (ang.model == "decoder")
+    ang.loc[eig & ~ang.random & ang.layer.isin([2, 3]), "theta"] = [3.0, 18.0]
+    ang.loc[eig & ang.random & (ang.layer == 4), "theta"] = 20.0
+    ctx = _ctx()
+    ctx.loc[(ctx.model == "decoder") & ~ctx.random & (ctx.layer == 3), "theta_ctx"] = 25.0
+    f = bp.angle_findings(ang, _layers(0.01, 0.5), ctx, "m", 8)
+    assert f.numbers["al_close"] == "the decoder's layers 2 and 3, at 3° and 18°"
+    assert f.numbers["al_close_ctx"] == "51° and 25°" and f.numbers["al_close_kept"] == "1 of 2"
+    assert f.numbers["al_close_rd"] == "2 of 24" and f.numbers["al_close_deg"] == "30°"
+    assert f.numbers["al_close_n"] == "2 of 12" and f.numbers["al_close_fate"] == "partly survives in context"
 
 
 # -- section 6.3 ---------------------------------------------------------------------------------------------------
