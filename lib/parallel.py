@@ -99,7 +99,10 @@ def map_matrices(fn: Callable[[Any], T], mats: Sequence[Any], *, workers: int | 
     except ImportError:  # without it BLAS threads would oversubscribe the cores: stay serial
         return [fn(M) for M in items]
     _settle_torch_threads()
-    with threadpool_limits(1):  # process-wide for pthreads BLAS (NumPy's OpenBLAS) ...
+    # one_thread: torch.set_num_threads(1) and BLAS on one thread, process-wide, exactly the setting of a serial
+    # reference run inside one_thread (BLAS limits alone left torch's own count at 2 in this thread, and on some
+    # CPUs the map then differed from that reference by ~1e-14) ...
+    with one_thread():
         if workers == 1:
             return [fn(M) for M in items]
         # ... but an OpenMP thread count (torch's intra-op pool) is per thread: pin it in each worker too.
