@@ -93,36 +93,44 @@ def step_statistics(run: BootstrapRun) -> dict[str, Interval]:
     return out
 
 
-def emergence_frame(runs: dict[int, BootstrapRun], twins: dict[str, BootstrapRun]) -> pd.DataFrame:
-    """Every step's statistics and the twins', as one long frame.
+def emergence_frame(runs: dict[int, BootstrapRun], twins: dict[str, BootstrapRun],
+                    committed: BootstrapRun | None = None) -> pd.DataFrame:
+    """Every step's statistics, the twins' and (optionally) the committed model's, as one long frame.
 
     Args:
-        runs: step → run (the final step's run is the chapter's trained model).
+        runs: step → run of the saved training run.
         twins: twin series label → run (the chapter's random-init twins, same prompts and resamples).
+        committed: the chapter's trained model, placed at the last step (the saved run's final weights are a
+            sibling of it, not the same: :mod:`lib.models.decoder.steps`).
 
     Returns:
-        columns ``statistic`` (key of :data:`STEP_STATISTICS`), ``title``, ``series`` (``"training run"`` or a
-        twin's label), ``step`` (NaN for the twins), ``value``, ``lo``, ``hi``, and ``side``: where the step's
-        interval lies against the twins' (:func:`lib.chapters.jacobian_funnel.compare_with_twins`; empty for
-        the twins).
+        columns ``statistic`` (key of :data:`STEP_STATISTICS`), ``title``, ``kind`` (``"run"``, ``"twin"`` or
+        ``"committed"``), ``series`` (``"training run"``, a twin's label or ``"committed model"``), ``step`` (NaN
+        for the twins), ``value``, ``lo``, ``hi``, and ``side``: where the interval lies against the twins'
+        (:func:`lib.chapters.jacobian_funnel.compare_with_twins`; empty for the twins).
     """
     twin_stats = {s: step_statistics(r) for s, r in twins.items()}
     rows = []
-    for step, run in sorted(runs.items()):
+
+    def add(kind: str, series: str, step: float, run: BootstrapRun) -> None:
         for key, iv in step_statistics(run).items():
-            side = compare_with_twins(iv, [t[key] for t in twin_stats.values()])
-            rows.append({"statistic": key, "title": STEP_STATISTICS[key], "series": "training run",
-                         "step": float(step), "value": iv.point, "lo": iv.lo, "hi": iv.hi, "side": side})
-    for s, st in twin_stats.items():
-        rows += [{"statistic": key, "title": STEP_STATISTICS[key], "series": s, "step": np.nan,
-                  "value": iv.point, "lo": iv.lo, "hi": iv.hi, "side": ""} for key, iv in st.items()]
+            side = "" if kind == "twin" else compare_with_twins(iv, [t[key] for t in twin_stats.values()])
+            rows.append({"statistic": key, "title": STEP_STATISTICS[key], "kind": kind, "series": series,
+                         "step": step, "value": iv.point, "lo": iv.lo, "hi": iv.hi, "side": side})
+
+    for step, run in sorted(runs.items()):
+        add("run", "training run", float(step), run)
+    for s, run in twins.items():
+        add("twin", s, np.nan, run)
+    if committed is not None:
+        add("committed", "committed model", float(max(runs)), committed)
     return pd.DataFrame(rows)
 
 
 def emergence_step(frame: pd.DataFrame, statistic: str) -> float:
     """The first saved step from which ``statistic``'s interval lies outside every twin's, on the final step's
     side, at every later saved step too; NaN if the final step itself is not outside (nothing emerged)."""
-    g = frame[(frame.statistic == statistic) & (frame.series == "training run")].sort_values("step")
+    g = frame[(frame.statistic == statistic) & (frame.kind == "run")].sort_values("step")
     final = g.side.iloc[-1]
     if final not in ("lower", "higher"):
         return float("nan")

@@ -112,18 +112,20 @@ def test_step_statistics_read_the_runs_intervals_and_slopes():
 def test_emergence_frame_places_each_step_against_the_twins():
     twins = {f"random init, seed {s}": _run(40.0 + s, 0.0, seed=s) for s in range(3)}
     runs = {0: _run(41.0, 0.0), 100: _run(20.0, -0.1), 1200: _run(3.0, -0.2)}
-    frame = ft.emergence_frame(runs, twins)
-    b1 = frame[(frame.statistic == "erank_b1") & (frame.series == "training run")].set_index("step")
+    frame = ft.emergence_frame(runs, twins, committed=_run(60.0, 0.3))
+    b1 = frame[(frame.statistic == "erank_b1") & (frame.kind == "run")].set_index("step")
     assert list(b1.side) == ["overlaps", "lower", "lower"]
-    slope = frame[(frame.statistic == "f_C") & (frame.series == "training run")].set_index("step")
+    slope = frame[(frame.statistic == "f_C") & (frame.kind == "run")].set_index("step")
     assert list(slope.side) == ["overlaps", "lower", "lower"]
-    assert frame[frame.series != "training run"].step.isna().all()
+    assert frame[frame.kind == "twin"].step.isna().all() and set(frame[frame.kind == "twin"].side) == {""}
+    comm = frame[frame.kind == "committed"].set_index("statistic")
+    assert (comm.step == 1200.0).all() and comm.side["erank_b1"] == "higher" and comm.side["f_C"] == "higher"
     assert ft.emergence_step(frame, "erank_b1") == 100.0
 
 
 def test_emergence_step_needs_every_later_step_outside():
     def frame(sides):
-        return pd.DataFrame({"statistic": "s", "series": "training run", "step": [0.0, 25.0, 50.0, 100.0],
+        return pd.DataFrame({"statistic": "s", "kind": "run", "step": [0.0, 25.0, 50.0, 100.0],
                              "side": sides})
 
     assert ft.emergence_step(frame(["overlaps", "lower", "overlaps", "lower"]), "s") == 100.0
@@ -150,9 +152,11 @@ def test_step_runs_at_step_zero_equal_the_twin_of_seed_zero():
 
 def test_emergence_chart_and_table():
     twins = {f"random init, seed {s}": _run(40.0 + s, 0.0, seed=s) for s in range(3)}
-    frame = ft.emergence_frame({0: _run(41.0, 0.0), 1200: _run(3.0, -0.2)}, twins)
+    frame = ft.emergence_frame({0: _run(41.0, 0.0), 1200: _run(3.0, -0.2)}, twins, committed=_run(4.0, 0.1))
     spec = fpt.emergence_chart(frame, title="t", model="m").to_dict()
     assert spec["description"] and len(spec["vconcat"]) == 2
     table = fpt.emergence_table(frame)
-    assert list(table.columns) == ["statistic", "step 0", "step 1200", "random-init twins", "last step vs twins"]
+    assert list(table.columns) == ["statistic", "step 0", "step 1200", "random-init twins", "last step vs twins",
+                                   "committed model"]
     assert table["last step vs twins"].iloc[0] == "lower" and len(table) == len(ft.STEP_STATISTICS)
+    assert table["committed model"].iloc[0] == "4.0 [3.5, 4.5]"
