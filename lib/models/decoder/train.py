@@ -9,6 +9,9 @@ versions or thread counts change float rounding, and the final loss then agrees 
 (documented tolerance; checked by ``tests/unit/test_decoder.py`` only on the committed file).
 
 Writes ``config.json``, ``model.safetensors`` (the causal LM, fp32), ``generation_config.json``,
+``steps/step_NNNN.safetensors`` (the weights after NNNN updates, at ``HPARAMS["checkpoint_steps"]``, the last
+one being the final weights again; fp32, same keys; written without drawing a random number, so the run is the
+same with or without them: :mod:`lib.models.decoder.steps`),
 ``tokenizer.json`` + ``tokenizer_config.json`` + ``special_tokens_map.json`` and
 ``training_log.json`` (hyper-parameters, versions, the loss curve and the held-out loss).
 """
@@ -32,8 +35,27 @@ HPARAMS = dict(
     hidden_size=128, intermediate_size=384, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
     max_position_embeddings=128, seq_len=64, batch_size=16, steps=1200, lr=3e-3, warmup=50, weight_decay=0.01,
     n_train_stories=20000, n_heldout_stories=300, corpus_seed=0, heldout_seed=1, torch_seed=0, threads=1,
-    log_every=10,
+    log_every=10, checkpoint_steps=[0, 25, 50, 100, 300, 600, 1200],
 )
+STEPS_DIR = "steps"
+"""Sub-folder of ``out`` holding the intermediate checkpoints ``step_NNNN.safetensors``."""
+
+
+def step_file(step: int) -> str:
+    """File name of the intermediate checkpoint after ``step`` optimizer updates (``step_0025.safetensors``)."""
+    return f"step_{step:04d}.safetensors"
+
+
+def save_weights(model, path: Path, step: int) -> None:
+    """Write ``model``'s state dict (fp32, the keys of ``save_pretrained``) to ``path`` as safetensors.
+
+    Reads the weights only: no random number is drawn, so the training run is unchanged by it.
+    """
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().to(torch.float32).contiguous().clone() for k, v in model.state_dict().items()}
+    save_file(tensors, str(path), metadata={"format": "pt", "step": str(step)})
 
 
 def build_tokenizer():
@@ -71,14 +93,21 @@ def make_config(tokenizer, hp: dict):
     )
 
 
-def train(out: Path, steps: int | None = None, progress: bool = True) -> dict:
-    """Train and save the checkpoint into ``out``; returns the training log."""
+def train(out: Path, steps: int | None = None, progress: bool = True,
+          checkpoint_steps: list[int] | None = None) -> dict:
+    """Train and save the checkpoint into ``out``; returns the training log.
+
+    ``checkpoint_steps`` (default ``HPARAMS["checkpoint_steps"]``): the steps whose weights are also written
+    to ``out / "steps"`` (:func:`step_file`); they change nothing else.
+    """
     import transformers
     from transformers import LlamaForCausalLM
 
     hp = dict(HPARAMS)
     if steps is not None:
         hp["steps"] = steps
+    if checkpoint_steps is not None:
+        hp["checkpoint_steps"] = sorted(checkpoint_steps)
     torch.set_num_threads(hp["threads"])
     torch.use_deterministic_algorithms(True)
     tok = build_tokenizer()
@@ -102,6 +131,8 @@ def train(out: Path, steps: int | None = None, progress: bool = True) -> dict:
     t0 = time.time()
     model.train()
     for step in range(hp["steps"]):
+        if step in hp["checkpoint_steps"]:  # weights after `step` updates (step 0: the seeded initialization)
+            save_weights(model, out / STEPS_DIR / step_file(step), step)
         idx = torch.randint(n_win, (hp["batch_size"],), generator=gen)
         batch = windows[idx]
         for g in opt.param_groups:
@@ -116,6 +147,8 @@ def train(out: Path, steps: int | None = None, progress: bool = True) -> dict:
             log_loss.append(float(loss))
             if progress:
                 print(f"step {step:5d}  loss {float(loss):.4f}  ({time.time() - t0:.0f} s)", flush=True)
+    if hp["steps"] in hp["checkpoint_steps"]:  # the final weights too, in the same format as the others
+        save_weights(model, out / STEPS_DIR / step_file(hp["steps"]), hp["steps"])
     model.eval()
     from lib.models.decoder.lm import heldout_loss
 

@@ -1,0 +1,109 @@
+"""Chapter 4's training test (section 4.10) on the page: the chart of the chapter's statistics over training.
+
+The frame is :func:`lib.chapters.jacobian_funnel_training.emergence_frame`. The training run is the trained
+colour (:data:`lib.page.plotting.TRAINED_COLOR`, through :func:`lib.page.plotting.model_color`), each random-init
+twin a horizontal line in its own colour, the range of the twins' 95% intervals a grey band
+(:data:`lib.page.plotting.NULL_COLOR`) behind them, and the committed model (of which the saved run is a sibling)
+a diamond at the last step.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from lib.page.plotting import NULL_COLOR, model_color, titled
+
+__all__ = ["COMMITTED_SERIES", "TRAINING_SERIES", "emergence_chart", "emergence_table", "step_sequence"]
+
+TRAINING_SERIES = "trained, at each saved step"
+"""The legend's name of the training run (the frame's ``"training run"``)."""
+COMMITTED_SERIES = "trained, committed model (diamond)"
+"""The legend's name of the committed model (the frame's ``"committed model"``), drawn as a diamond."""
+
+_ERANKS = ("erank_b1", "funnel", "funnel_no_b1")
+_SLOPES = ("f_C", "delta_H", "r_rot")
+
+
+def _panels(df: pd.DataFrame, keys: tuple[str, ...], *, log: bool, series: list[str]) -> alt.FacetChart:
+    """One row of panels (one per statistic in ``keys``), each with its own y axis."""
+    data = df[df.statistic.isin(keys)].assign(zero=0.0)
+    data["series"] = data.series.replace({"training run": TRAINING_SERIES, "committed model": COMMITTED_SERIES})
+    titles = [t for k, t in zip(df.statistic, df.title) if k in keys]
+    colour = model_color("series", series, legend=alt.Legend(orient="bottom", columns=2, title=None))
+    y_scale = alt.Scale(type="log", nice=False, zero=False) if log else alt.Scale(zero=False, nice=True)
+    y_title = "effective rank (log scale)" if log else "slope per unit relative depth"
+    y = alt.Y("value:Q", title=y_title, scale=y_scale)
+    x = alt.X("step:O", title="training step (updates)", sort="ascending", axis=alt.Axis(labelAngle=0))
+    is_run, is_twin, is_comm = "datum.kind == 'run'", "datum.kind == 'twin'", "datum.kind == 'committed'"
+    band = alt.Chart().transform_filter(is_twin).transform_aggregate(
+        lo="min(lo)", hi="max(hi)").mark_rect(color=NULL_COLOR, opacity=0.25).encode(
+        y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q")
+    twins = alt.Chart().transform_filter(is_twin).mark_rule(strokeDash=[4, 3]).encode(
+        y=alt.Y("value:Q", scale=y_scale), color=colour,
+        tooltip=["series:N", alt.Tooltip("value:Q", format=".3g"), alt.Tooltip("lo:Q", format=".3g"),
+                 alt.Tooltip("hi:Q", format=".3g")])
+    run = alt.Chart().transform_filter(is_run)
+    tips = [alt.Tooltip("step:O", title="step"), alt.Tooltip("value:Q", format=".3g"),
+            alt.Tooltip("lo:Q", format=".3g", title="95% interval, low"),
+            alt.Tooltip("hi:Q", format=".3g", title="95% interval, high")]
+    line = run.mark_line(point=True).encode(x=x, y=y, color=colour, tooltip=tips)
+    bars = run.mark_rule().encode(x=x, y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=colour)
+    comm = alt.Chart().transform_filter(is_comm)
+    comm_pts = comm.mark_point(shape="diamond", size=90, filled=True, opacity=0.6, xOffset=12).encode(
+        x=x, y=y, color=colour, tooltip=["series:N", *tips[1:]])
+    comm_bars = comm.mark_rule(strokeWidth=3, opacity=0.6, xOffset=12).encode(
+        x=x, y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=colour)
+    layers = [band, twins, bars, line, comm_bars, comm_pts]
+    if not log:
+        layers.insert(0, alt.Chart().mark_rule(color="black", strokeDash=[2, 2]).encode(
+            y=alt.Y("mean(zero):Q", scale=y_scale)))
+    return alt.layer(*layers, data=data).properties(width=190, height=170).facet(
+        column=alt.Column("title:N", title=None, sort=list(dict.fromkeys(titles)),
+                          header=alt.Header(labelFontWeight="bold"))).resolve_scale(y="independent")
+
+
+def emergence_chart(df: pd.DataFrame, *, title: str, model: str, description: str | None = None) -> alt.TopLevelMixin:
+    """The chapter's statistics at each saved training step (point, 95% prompt-bootstrap bar), against each
+    random-init twin (dashed line) and the range of the twins' intervals (grey band), and the committed model
+    (diamond, at the last step) where the frame has it: effective ranks on a log scale in the first row, the
+    depth slopes with a dotted zero line in the second.
+
+    ``df``: :func:`lib.chapters.jacobian_funnel_training.emergence_frame`.
+    """
+    twins = list(dict.fromkeys(df.series[df.kind == "twin"]))
+    series = [TRAINING_SERIES, *([COMMITTED_SERIES] if (df.kind == "committed").any() else []), *twins]
+    chart = alt.vconcat(_panels(df, _ERANKS, log=True, series=series),
+                        _panels(df, _SLOPES, log=False, series=series))
+    return titled(chart, title, model, description=description)
+
+
+def emergence_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The chart's numbers: one row per statistic, one column per saved step (``value [lo, hi]``), then the
+    twins' values and where the last step lies against them."""
+    run = df[df.kind == "run"]
+    order = list(dict.fromkeys(run.title))
+    fmt = {k: (".3f" if k in _SLOPES else ".1f") for k in run.statistic}
+    cells = run.assign(text=[f"{v:{fmt[k]}} [{a:{fmt[k]}}, {b:{fmt[k]}}]"
+                             for k, v, a, b in zip(run.statistic, run.value, run.lo, run.hi)],
+                       col=[f"step {int(s)}" for s in run.step])
+    table = cells.pivot(index="title", columns="col", values="text")
+    table = table[[f"step {int(s)}" for s in sorted(run.step.unique())]].reindex(order)
+    tw = df[df.kind == "twin"]
+    table["random-init twins"] = [", ".join(f"{v:{fmt[k]}}" for k, v in zip(g.statistic, g.value))
+                                  for g in (tw[tw.title == t] for t in order)]
+    last = run[run.step == run.step.max()].set_index("title").side
+    table["last step vs twins"] = [last[t] for t in order]
+    comm = df[df.kind == "committed"].set_index("title")
+    if len(comm):
+        table["committed model"] = [f"{comm.value[t]:{fmt[k]}} [{comm.lo[t]:{fmt[k]}}, {comm.hi[t]:{fmt[k]}}]"
+                                    for t, k in zip(order, comm.statistic.reindex(order))]
+    return table.rename_axis("statistic").reset_index()
+
+
+def step_sequence(df: pd.DataFrame, statistic: str, fmt: str = ".1f") -> str:
+    """The training run's point values of ``statistic`` in step order, for the prose:
+    ``"49.6 (step 0), 13.1 (25), 3.8 (50)"``."""
+    run = df[(df.statistic == statistic) & (df.kind == "run")].sort_values("step")
+    parts = [f"{v:{fmt}} ({int(s)})" for s, v in zip(run.step, run.value)]
+    return ", ".join([parts[0].replace("(", "(step ", 1), *parts[1:]])
