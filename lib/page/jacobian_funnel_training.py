@@ -14,7 +14,8 @@ import pandas as pd
 
 from lib.page.plotting import NULL_COLOR, model_color, titled
 
-__all__ = ["COMMITTED_SERIES", "TRAINING_SERIES", "emergence_chart", "emergence_table", "step_sequence"]
+__all__ = ["COMMITTED_SERIES", "TRAINING_SERIES", "emergence_chart", "emergence_table", "step_sequence",
+           "trend_stability"]
 
 TRAINING_SERIES = "trained, at each saved step"
 """The legend's name of the training run (the frame's ``"training run"``)."""
@@ -107,3 +108,22 @@ def step_sequence(df: pd.DataFrame, statistic: str, fmt: str = ".1f") -> str:
     run = df[(df.statistic == statistic) & (df.kind == "run")].sort_values("step")
     parts = [f"{v:{fmt}} ({int(s)})" for s, v in zip(run.step, run.value)]
     return ", ".join([parts[0].replace("(", "(step ", 1), *parts[1:]])
+
+
+def trend_stability(run_verdict: str, committed_verdict: str) -> dict[str, str]:
+    """Section 4.10's sentences on the depth trends, decided by whether FG2's rule gives the saved run's final
+    weights and the committed model (two runs of one script) the same verdict.
+
+    Keys: ``head`` (the paragraph's bold lead), ``what`` (what the two verdicts say) and ``fg7`` (what the
+    training run adds to FG7 about the trends). Plain text, for :func:`lib.page.prose.glue`.
+    """
+    if run_verdict != committed_verdict:
+        return {"head": "The depth trends are not a stable property of training.",
+                "what": ("the verdict on the depth trends depends on which of two runs of the same script one "
+                         "measures, a spread the prompt bootstrap cannot see (it holds the weights fixed)"),
+                "fg7": ("it adds a caution the twins cannot give: whether the depth trends fall, and with them "
+                        "FG2, varies between training runs")}
+    return {"head": "The depth trends agree between two runs of training.",
+            "what": ("two runs of the same script get the same verdict on the depth trends, so the prompt "
+                     "bootstrap's intervals, which hold the weights fixed, miss no spread between runs here"),
+            "fg7": "on the depth trends, two runs of the same script agree"}

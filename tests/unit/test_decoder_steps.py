@@ -160,3 +160,10 @@ def test_emergence_chart_and_table():
                                    "committed model"]
     assert table["last step vs twins"].iloc[0] == "lower" and len(table) == len(ft.STEP_STATISTICS)
     assert table["committed model"].iloc[0] == "4.0 [3.5, 4.5]"
+
+
+def test_section_4_10_says_the_trends_vary_only_when_the_two_runs_verdicts_differ():
+    differ = fpt.trend_stability("not specific to training", "not reproduced")
+    same = fpt.trend_stability("not reproduced", "not reproduced")
+    assert "not a stable property" in differ["head"] and "varies between training runs" in differ["fg7"]
+    assert "agree" in same["head"] and "varies" not in " ".join(same.values())
