@@ -460,26 +460,29 @@ def end_to_end_in_context(model: SpectralModel, states, T: int) -> dict[str, np.
     Returns:
         ``{"true": (d, d), "product": (d, d)}`` float64: ``jacrev`` of the blocks run on the whole sequence with
         only ``h_0[T]`` free, and the product ``∂h_L[T]/∂h_{L−1}[T] ⋯ ∂h_1[T]/∂h_0[T]`` of the diagonal blocks
-        (each with every other position fixed at its recorded state).
+        (:func:`lib.jacobians.sweep.in_context_jacobian`: each with every other position fixed at its recorded
+        state; closed form where the family has one).
     """
     import torch
+
+    from lib.jacobians.sweep import in_context_jacobian
 
     p = next(model.hf_model.parameters())
     H = torch.as_tensor(np.asarray(states)).to(device=p.device, dtype=p.dtype)
     layers = [model.layer(t) for t in range(model.n_layers)]
 
-    def through(x: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-        Hx = torch.cat([H[start, :T], x[None], H[start, T + 1:]], dim=0)[None]
-        for layer in layers[start:stop]:
+    def through(x: torch.Tensor) -> torch.Tensor:
+        Hx = torch.cat([H[0, :T], x[None], H[0, T + 1:]], dim=0)[None]
+        for layer in layers:
             Hx = layer(Hx)
         return Hx[0, T]
 
     with torch.no_grad():
-        true = torch.func.jacrev(lambda x: through(x, 0, model.n_layers))(H[0, T]).double()
-        prod = torch.eye(H.shape[-1], dtype=torch.float64, device=p.device)
-        for t in range(model.n_layers):
-            prod = torch.func.jacrev(lambda x, t=t: through(x, t, t + 1))(H[t, T]).double() @ prod
-    return {"true": true.cpu().numpy(), "product": prod.cpu().numpy()}
+        true = torch.func.jacrev(through)(H[0, T]).double().cpu().numpy()
+    prod = np.eye(H.shape[-1])
+    for t in range(model.n_layers):
+        prod = in_context_jacobian(model, t, H[t], T).cpu().numpy() @ prod
+    return {"true": true, "product": prod}
 
 
 def per_prompt_final_erank(per_prompt) -> np.ndarray:

@@ -494,7 +494,8 @@ def test_end_to_end_in_context_jacobian_equals_the_block_product_only_when_causa
         rel = np.linalg.norm(out["true"] - out["product"]) / np.linalg.norm(out["true"])
         single = np.stack([jac.in_context_jacobian(model, t, H[t], 3, method="autodiff").cpu().numpy()
                            for t in range(model.n_layers)])
-        np.testing.assert_allclose(out["product"], _product(single), rtol=1e-10, atol=1e-12)
+        ref = _product(single)  # the closed form against autodiff: RoPE's float32 tables set the agreement
+        assert np.linalg.norm(out["product"] - ref) < 1e-5 * np.linalg.norm(ref)
         # causal: equal up to the recorded states' rounding (RoPE tables in float32); bidirectional: far apart
         assert (rel < 1e-5) if causal else (rel > 0.05), (family, rel)
 
