@@ -61,7 +61,9 @@ def resampled_means(per_prompt, weights: np.ndarray) -> np.ndarray:
         raise ValueError(f"{S.shape[-3]} prompts in the stack, {W.shape[1]} weights per resample")
     lead, (P, d, e) = S.shape[:-3], S.shape[-3:]
     flat = S.reshape(-1, P, d * e)  # (M, P, d²)
-    out = np.einsum("bp,mpk->bmk", W, flat.astype(np.float64, copy=False), optimize=True)
+    out = np.empty((W.shape[0], flat.shape[0], d * e))
+    for m in range(flat.shape[0]):  # one matrix product per leading index: BLAS, and one float64 copy at a time
+        out[:, m] = W @ flat[m].astype(np.float64, copy=False)
     return out.reshape((W.shape[0], *lead, d, e))
 
 

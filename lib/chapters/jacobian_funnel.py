@@ -24,8 +24,7 @@ import numpy as np
 import pandas as pd
 
 from lib.linalg.nonnormal import funnel_eranks, spectral_metrics
-from lib.linalg.spectra import as_float64
-from lib.methods.funnel import BOOTSTRAP_STATS, BootstrapRun, bootstrap_run, control_funnels
+from lib.methods.funnel import BOOTSTRAP_STATS, BootstrapRun, bootstrap_run, control_funnels_by_start
 from lib.methods.topology import power_qualified
 from lib.stats import Interval, TrendTest
 
@@ -34,10 +33,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEPTH_METRICS",
-    "FunnelEvidence",
+    "FUNNEL_READINGS",
     "METRIC_LABELS",
     "PAPER_MODELS",
     "PRODUCTS",
+    "FunnelEvidence",
     "block_erank_frame",
     "bootstrap_twins",
     "claim_verdicts",
@@ -46,16 +46,18 @@ __all__ = [
     "control_verdict",
     "depth_frame",
     "depth_trends",
+    "end_to_end_in_context",
     "funnel_curves",
+    "funnel_readings",
+    "funnel_readings_verdicts",
     "funnel_verdict",
     "input_norms",
-    "input_rescaling",
+    "leading_eigenvalues",
     "learned_verdict",
     "metric_frame",
     "operator_sign_verdict",
     "paper_model_work",
     "per_prompt_final_erank",
-    "rescaling_scales",
     "sign_pattern_verdict",
     "smallest_moduli",
     "sub_block_frame",
@@ -168,17 +170,54 @@ def operator_sign_verdict(r_attn, q_attn, r_mlp, q_mlp, q_twins: Sequence, alpha
 def learned_verdict(verdicts: Sequence[str]) -> str:
     """FG7 (none of it at random init), from the verdicts of the effects it qualifies.
 
-    Some effect reproduced and none found at random init as well: ``"reproduced"``; both kinds:
-    ``"partly reproduced"``; only effects that random init shares: ``"not specific to training"``; no
-    effect in the trained model at all: ``"not reproduced"`` (there is nothing learned to compare).
+    Each effect's verdict already compares the trained model with its twins, so a reproduced effect is a learned
+    one. FG7 can be confirmed only on what was found, and no more fully than that was found:
+
+    * some effect fully reproduced and none found at random init as well: ``"reproduced"``;
+    * learned effects that are only partial reproductions (e.g. FG3's full product without its progressive
+      reading), or learned effects beside effects that random init shares: ``"partly reproduced"``;
+    * only effects that random init shares: ``"not specific to training"``;
+    * no effect in the trained model at all: ``"not reproduced"`` (there is nothing learned to compare).
     """
-    n_rep = sum(v in ("reproduced", "partly reproduced") for v in verdicts)
+    n_full = sum(v == "reproduced" for v in verdicts)
+    n_part = sum(v == "partly reproduced" for v in verdicts)
     n_ns = sum(v == "not specific to training" for v in verdicts)
-    if n_rep and not n_ns:
+    if n_full and not n_ns:
         return "reproduced"
-    if n_rep and n_ns:
+    if n_full or n_part:
         return "partly reproduced"
     return "not specific to training" if n_ns else "not reproduced"
+
+
+FUNNEL_READINGS: dict[str, str] = {
+    "full product": "blocks 1–L, the cumulative product as the abstract states it [paper]",
+    "blocks 2–L": "from block 2 on: a funnel that narrows layer after layer [secondary]",
+}
+"""FG3's two co-primary readings [ours: both tested, neither instead of the other]: the product of every block
+(a low-rank bottleneck, wherever it forms) and the product without block 1 (progressive narrowing, which a single
+collapsing block cannot produce)."""
+
+
+def funnel_readings_verdicts(full: tuple[Interval, Sequence[Interval], Interval],
+                             progressive: tuple[Interval, Sequence[Interval], Interval]) -> dict[str, dict[str, str]]:
+    """FG3 and FG4 on each of :data:`FUNNEL_READINGS` and their honest union.
+
+    Args:
+        full, progressive: per reading ``(trained, twins, ratio)``: the trained final erank's interval, the
+            twins' intervals, and the trained Schur-normal / as-measured ratio's interval.
+
+    Returns:
+        ``{"FG3": {...}, "FG4": {...}}``, each with one verdict per reading (:func:`funnel_verdict`,
+        :func:`control_verdict`) and ``"union"``: :func:`combine_verdicts` of the two (both reproduced:
+        reproduced; one: partly reproduced; neither: not reproduced).
+    """
+    out: dict[str, dict[str, str]] = {"FG3": {}, "FG4": {}}
+    for name, (tr, twins, ratio) in zip(FUNNEL_READINGS, (full, progressive)):
+        out["FG3"][name] = funnel_verdict(tr, twins)
+        out["FG4"][name] = control_verdict(ratio, out["FG3"][name])
+    for per_reading in out.values():
+        per_reading["union"] = combine_verdicts([per_reading[r] for r in FUNNEL_READINGS])
+    return out
 
 
 # --- What the chapter's sections compute, as frames and runs over twins (sections 4.2–4.7) ------------------
@@ -192,16 +231,20 @@ METRIC_LABELS: dict[str, str] = {"f_C": "complex fraction f_C", "delta_H": "Henr
 
 
 def bootstrap_twins(jacobians, *, update: bool, n_boot: int, seed: int = 0,
-                    resample: Sequence[str] = BOOTSTRAP_STATS) -> dict[str, BootstrapRun]:
+                    resample: Sequence[str] = BOOTSTRAP_STATS, twins: bool = True,
+                    trained: str = "trained", final_only: bool = False) -> dict[str, BootstrapRun]:
     """:func:`lib.methods.funnel.bootstrap_run` for a model and each twin, with the same resamples (same
     ``seed``).
 
     Args:
         jacobians: series label → :class:`lib.jacobians.sweep.JacobianSet` with ``per_prompt`` kept (for example
             :attr:`lib.jacobians.sweep.TwinJacobians.jacobians`).
-        update, n_boot, seed, resample: as :func:`lib.methods.funnel.bootstrap_run`.
+        update, n_boot, seed, resample, final_only: as :func:`lib.methods.funnel.bootstrap_run`.
+        twins: ``False``: only ``trained`` is resampled, the twins get point values (where only the trained
+            model's interval is shown: the post-LN contrast).
     """
-    return {s: bootstrap_run(js.per_prompt, update=update, n_boot=n_boot, seed=seed, resample=resample)
+    return {s: bootstrap_run(js.per_prompt, update=update, n_boot=n_boot if (twins or s == trained) else 0,
+                             seed=seed, resample=resample, final_only=final_only)
             for s, js in jacobians.items()}
 
 
@@ -311,12 +354,18 @@ def sub_block_frame(jacobians: dict[str, object], trained: str = "trained") -> p
 
 
 def twin_control_funnels(jacobians: dict[str, object], *, n_boot: int, trained: str = "trained",
-                         first: int = 1, seed: int = 0) -> dict[str, dict[str, Interval]]:
-    """:func:`lib.methods.funnel.control_funnels` of every series: intervals (``n_boot`` resamples) for
+                         firsts: Sequence[int] = (0, 1), seed: int = 0) -> dict[int, dict[str, dict[str, Interval]]]:
+    """:func:`lib.methods.funnel.control_funnels_by_start` of every series: intervals (``n_boot`` resamples) for
     ``trained``, point values for the twins (one real Schur form per layer and resample makes the twins'
-    intervals expensive)."""
-    return {s: control_funnels(js.per_prompt, first=first, n_boot=n_boot if s == trained else 0, seed=seed)
+    intervals expensive).
+
+    Returns:
+        first block skipped (``0``: the full product; ``1``: from block 2) → series → controls.
+    """
+    runs = {s: control_funnels_by_start(js.per_prompt, firsts=firsts, n_boot=n_boot if s == trained else 0,
+                                        seed=seed)
             for s, js in jacobians.items()}
+    return {f: {s: r[f] for s, r in runs.items()} for f in firsts}
 
 
 PRODUCTS: tuple[str, ...] = ("blocks 1..l", "blocks 2..l", "blocks 2..l, Schur-normal", "blocks 2..l, shuffled Schur")
@@ -369,41 +418,71 @@ def input_norms(inputs: dict[str, object], blocks: int = 2) -> dict[str, np.ndar
     return {s: np.median(np.linalg.norm(np.asarray(X[:blocks]), axis=-1), axis=1) for s, X in inputs.items()}
 
 
-def rescaling_scales(norms: dict[str, np.ndarray], trained: str = "trained",
-                     grid: Sequence[float] = (1.0, 4.0, 16.0, 64.0)) -> list[float]:
-    """The input scales of section 4.6's rescaling test: the twins' mean embedding norm relative to the trained
-    model's, the ``grid``, and the norm block 2 receives relative to the embedding norm (in that order)."""
-    tr = norms[trained]
-    c_twin = float(np.mean([n[0] for s, n in norms.items() if s != trained]) / tr[0])
-    return [c_twin, *[float(c) for c in grid], float(tr[1] / tr[0])]
+def leading_eigenvalues(Jbar, blocks: Sequence[int], tau: float = 1e-8) -> pd.DataFrame:
+    """How the leading eigenvalue ``λ₁`` of each chosen ``J̄_l`` stands against the rest (section 4.4).
 
-
-def input_rescaling(model: SpectralModel, X0, Jbar, scales: Sequence[float]) -> pd.DataFrame:
-    """Block 1's Jacobian with its input rescaled: the test of "small input × pre-norm" for a block-1 collapse.
-
-    For each ``c`` in ``scales``, block 1's single-token Jacobians are recomputed at ``c · x`` for every
-    prompt's first-block input ``x`` (rows of ``X0``, ``(P, d)``), averaged, and put in place of ``J̄_1``.
+    Args:
+        Jbar: ``(L, d, d)`` mean Jacobians. blocks: 0-based indices. tau: ``λ₁`` is complex when
+            ``|Im λ₁| > tau · |λ₁|``.
 
     Returns:
-        one row per scale: ``scale``, ``input_norm`` (median ``‖c x‖``), ``erank_J1`` (of the new ``J̄_1``),
-        ``update_norm`` (``‖J̄_1 − I‖_F``), ``funnel`` (final erank of the product over all blocks with it).
+        one row per block: ``block`` (1-based), ``modulus`` ``|λ₁|``, ``pair`` (``λ₁`` one of a complex
+        conjugate pair), ``next_index`` (1-based position, in the book's modulus order, of the first eigenvalue
+        that is neither ``λ₁`` nor its conjugate) and ``next_ratio`` (its modulus over ``|λ₁|``: near 1, ``λ₁``
+        is not an outlier).
+    """
+    from lib.linalg.spectra import eigvals
+
+    rows = []
+    for b in blocks:
+        lam = eigvals(np.asarray(Jbar)[b])
+        l1 = lam[0]
+        pair = bool(abs(l1.imag) > tau * abs(l1))
+        nxt = 2 if pair else 1
+        rows.append({"block": b + 1, "modulus": float(abs(l1)), "pair": pair, "next_index": nxt + 1,
+                     "next_ratio": float(abs(lam[nxt]) / abs(l1))})
+    return pd.DataFrame(rows)
+
+
+def end_to_end_in_context(model: SpectralModel, states, T: int) -> dict[str, np.ndarray]:
+    """The true in-context Jacobian ``∂h_L[T]/∂h_0[T]`` of one sequence against the product of its in-context
+    diagonal blocks (autodiff; section 4.6's caveat for encoders).
+
+    In a causal decoder no later position feeds back into ``T``, so the product of the diagonal blocks
+    ``∂h_{l+1}[T]/∂h_l[T]`` is the true end-to-end Jacobian. In a bidirectional encoder a change of ``h_0[T]``
+    also moves the other tokens, which attend back to ``T`` in later blocks; the product of the diagonal blocks
+    leaves all those paths out.
+
+    Args:
+        states: the sequence's residual stream ``(L + 1, n, d)`` (:meth:`lib.models.SpectralModel.hidden_states`).
+        T: the position.
+
+    Returns:
+        ``{"true": (d, d), "product": (d, d)}`` float64: ``jacrev`` of the blocks run on the whole sequence with
+        only ``h_0[T]`` free, and the product ``∂h_L[T]/∂h_{L−1}[T] ⋯ ∂h_1[T]/∂h_0[T]`` of the diagonal blocks
+        (:func:`lib.jacobians.sweep.in_context_jacobian`: each with every other position fixed at its recorded
+        state; closed form where the family has one).
     """
     import torch
 
-    from lib.jacobians import sweep
+    from lib.jacobians.sweep import in_context_jacobian
 
-    X0 = torch.as_tensor(X0)
-    base = float(np.median(X0.norm(dim=-1).numpy()))
-    Js = as_float64(Jbar).copy()
-    rows = []
-    for c in scales:
-        J1 = sweep.layer_jacobians(model, 0, c * X0).mean(0).cpu().numpy()
-        Js[0] = J1
-        m = spectral_metrics(J1)
-        rows.append({"scale": float(c), "input_norm": c * base, "erank_J1": float(m["erank"]),
-                     "update_norm": float(np.linalg.norm(J1 - np.eye(len(J1)))),
-                     "funnel": float(funnel_eranks(Js)[-1])})
-    return pd.DataFrame(rows)
+    p = next(model.hf_model.parameters())
+    H = torch.as_tensor(np.asarray(states)).to(device=p.device, dtype=p.dtype)
+    layers = [model.layer(t) for t in range(model.n_layers)]
+
+    def through(x: torch.Tensor) -> torch.Tensor:
+        Hx = torch.cat([H[0, :T], x[None], H[0, T + 1:]], dim=0)[None]
+        for layer in layers:
+            Hx = layer(Hx)
+        return Hx[0, T]
+
+    with torch.no_grad():
+        true = torch.func.jacrev(through)(H[0, T]).double().cpu().numpy()
+    prod = np.eye(H.shape[-1])
+    for t in range(model.n_layers):
+        prod = in_context_jacobian(model, t, H[t], T).cpu().numpy() @ prod
+    return {"true": true, "product": prod}
 
 
 def per_prompt_final_erank(per_prompt) -> np.ndarray:
@@ -421,8 +500,11 @@ class FunnelEvidence:
 
     Attributes:
         trends: :func:`depth_trends` of the trained model and each twin.
-        runs: series label → :class:`lib.methods.funnel.BootstrapRun` (the trained one first).
-        controls: :func:`twin_control_funnels` (from block 2).
+        runs: series label → :class:`lib.methods.funnel.BootstrapRun` (the trained one first), with ``funnel`` and
+            ``funnel_no_b1`` resampled for every series.
+        controls: :func:`twin_control_funnels` ``[1]``, from block 2 (the progressive reading of FG3).
+        controls_full: :func:`twin_control_funnels` ``[0]``, over every block (the full product, FG3's reading of
+            the abstract).
         coupling: block couplings of :func:`lib.methods.topology.topology_sweep` (columns ``weights``, ``layer``,
             ``depth``, ``r_s``, ``q``).
         sub_blocks: the sub-block couplings (``weights``, ``sub_block`` ``"attention"``/``"MLP"``, ``layer``,
@@ -435,6 +517,7 @@ class FunnelEvidence:
     trends: dict[tuple[str, str], TrendTest]
     runs: dict[str, BootstrapRun]
     controls: dict[str, dict[str, Interval]]
+    controls_full: dict[str, dict[str, Interval]]
     coupling: pd.DataFrame
     sub_blocks: pd.DataFrame
     power: pd.DataFrame
@@ -457,20 +540,35 @@ class FunnelEvidence:
         return frame[is_tr].sort_values("layer"), frame[~is_tr]
 
 
+def funnel_readings(ev: FunnelEvidence) -> dict[str, dict[str, object]]:
+    """FG3's two readings (:data:`FUNNEL_READINGS`) as measured: reading → ``trained`` (final erank interval),
+    ``twins`` (the twins' intervals, same resamples), ``controls`` (the trained model's
+    :func:`lib.methods.funnel.control_funnels`, with the Schur-normal / as-measured ``ratio``)."""
+    out = {}
+    for name, stat, ctrl in zip(FUNNEL_READINGS, ("funnel", "funnel_no_b1"), (ev.controls_full, ev.controls)):
+        out[name] = {"trained": ev.runs[ev.trained].interval(stat),
+                     "twins": [ev.runs[s].interval(stat) for s in ev.twins],
+                     "controls": ctrl[ev.trained], "ratio": ctrl[ev.trained]["Schur-normal / as measured"]}
+    return out
+
+
 def claim_verdicts(ev: FunnelEvidence) -> dict[str, str]:
-    """The verdicts on FG1–FG7 (:data:`lib.page.claims.CLAIMS`), each from a tested rule of this module."""
+    """The verdicts on FG1–FG7 (:data:`lib.page.claims.CLAIMS`), each from a tested rule of this module.
+
+    FG3 and FG4 are the union of their two readings (:func:`funnel_readings_verdicts`); FG7 is
+    :func:`learned_verdict` of FG1–FG6.
+    """
     tv = trend_verdicts(ev.trends, ev.trained)
-    fun_tr = ev.controls[ev.trained]["as measured"]
-    fun_rd = [ev.controls[s]["as measured"] for s in ev.twins]
     pw = ev.power.set_index("effect") if "effect" in ev.power.columns else ev.power
     sub_tr, sub_rd = ev.split(ev.sub_blocks)
     attn, mlp = (sub_tr[sub_tr.sub_block == s].sort_values("layer") for s in ("attention", "MLP"))
     op = operator_sign_verdict(attn.r_s, attn.q, mlp.r_s, mlp.q,
                                [g.q for _, g in sub_rd.groupby(["weights", "sub_block"])])
     block_tr, _ = ev.split(ev.coupling)
+    rd = funnel_readings(ev)
+    fr = funnel_readings_verdicts(*((r["trained"], r["twins"], r["ratio"]) for r in rd.values()))
     v = {"FG1": tv["f_C"], "FG2": combine_verdicts([tv["delta_H"], tv["r_rot"]]),
-         "FG3": funnel_verdict(fun_tr, fun_rd)}
-    v["FG4"] = control_verdict(ev.controls[ev.trained]["Schur-normal / as measured"], v["FG3"])
+         "FG3": fr["FG3"]["union"], "FG4": fr["FG4"]["union"]}
     v["FG5"] = power_qualified(op, pw.r_s_mean, pw.power_bh)
     v["FG6"] = power_qualified(sign_pattern_verdict(block_tr.r_s, block_tr.q, block_tr.depth), pw.r_s_mean,
                                pw.power_bh)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from lib.chapters.jacobian_funnel import compare_with_twins
-from lib.page.plotting import NULL_COLOR, TRAINED_COLOR, eigenvalue_chart, model_color, model_palette, titled
+from lib.page.plotting import NULL_COLOR, eigenvalue_chart, model_color, model_palette, titled
 from lib.page.tables import text_columns, value_range
 
 if TYPE_CHECKING:
@@ -44,11 +44,11 @@ __all__ = [
     "depth_chart",
     "final_funnel_table",
     "funnel_chart",
+    "funnel_readings_table",
     "jacobian_clouds",
+    "leading_eigenvalue_phrase",
     "operator_table",
     "power_table",
-    "rescaling_chart",
-    "rescaling_table",
     "slope_chart",
     "sub_block_table",
     "training_curve_chart",
@@ -216,44 +216,6 @@ def block_erank_chart(df: pd.DataFrame, *, title: str, model: str, d: int,
     bars = alt.Chart().mark_rule().encode(x=x, xOffset=off, y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=colour)
     full = alt.Chart().mark_rule(color="black").encode(y=alt.Y("mean(d):Q", scale=y_scale), strokeDash=_reference())
     chart = alt.layer(full, bars, pts, data=data).properties(width=420, height=220)
-    return titled(chart, title, model, description=description)
-
-
-def rescaling_chart(df: pd.DataFrame, marks: dict[str, float], *, title: str, model: str,
-                    description: str | None = None) -> alt.TopLevelMixin:
-    """Section 4.6's rescaling test: block 1's effective rank (and the whole product's) against the median norm
-    of block 1's input, log–log, with the input norms that matter labelled.
-
-    Args:
-        df: :func:`lib.chapters.jacobian_funnel.input_rescaling`'s table (``scale``, ``input_norm``, ``erank_J1``, ``funnel``).
-        marks: label → scale (a value of ``df.scale``) to annotate, e.g. ``{"twins' embeddings": 0.23}``.
-    """
-    what = {"erank_J1": "block 1 alone, erank J̄₁ (trained)", "funnel": "product of all six blocks (trained)"}
-    long = df.melt(id_vars=["scale", "input_norm"], value_vars=list(what), var_name="what", value_name="erank")
-    long["what"] = long["what"].map(what)
-    colour = alt.Color("what:N", title=None, scale=alt.Scale(domain=list(what.values()),
-                                                           range=[TRAINED_COLOR, TRAINED_COLOR]),
-                       legend=alt.Legend(orient="bottom", symbolType="stroke"))
-    dash = alt.StrokeDash("what:N", title=None, scale=alt.Scale(domain=list(what.values()), range=[[1, 0], _DASH]))
-    x = alt.X("input_norm:Q", title="median norm of block 1's input (log scale)",
-              scale=alt.Scale(type="log", domain=[df.input_norm.min() / 1.6, df.input_norm.max() * 1.6], nice=False))
-    y = alt.Y("erank:Q", title="effective rank (log scale)",
-              scale=alt.Scale(type="log", domain=[long.erank.min() / 1.4, long.erank.max() * 1.4], nice=False))
-    lines = alt.Chart(long).mark_line(point=True).encode(
-        x=x, y=y, color=colour, strokeDash=dash,
-        tooltip=["what:N", alt.Tooltip("scale:Q", format=".2f"), alt.Tooltip("input_norm:Q", format=".2f"),
-                 alt.Tooltip("erank:Q", format=".1f")])
-    lab = df[df.scale.isin(list(marks.values()))].sort_values("input_norm").assign(
-        label=lambda t: [next(k for k, v in marks.items() if v == s) for s in t.scale])
-    lab["ypos"] = [8 + 13 * (i % 2) for i in range(len(lab))]  # alternate rows: neighbours never collide
-    rules = alt.Chart(lab).mark_rule(color=NULL_COLOR, strokeDash=[2, 2]).encode(x="input_norm:Q")
-    right = np.log(lab.input_norm) > np.log(df.input_norm.min()) + 0.7 * np.log(df.input_norm.max()
-                                                                             / df.input_norm.min())
-    text = [alt.Chart(lab[sel]).mark_text(align=side, dx=3 if side == "left" else -3, fontSize=10,
-                                          color="#333").encode(x="input_norm:Q", y=alt.Y("ypos:Q", scale=None),
-                                                               text="label:N")
-            for side, sel in (("left", ~right), ("right", right)) if sel.any()]
-    chart = alt.layer(rules, *text, lines).properties(width=440, height=230)
     return titled(chart, title, model, description=description)
 
 
@@ -458,13 +420,15 @@ def final_funnel_table(decoder: tuple[str, dict[str, BootstrapRun], dict[str, di
         return ctrl[c].fmt(".1f") if s == trained else f"{ctrl[c].point:.1f}"
 
     name, runs, ctrl = decoder
-    rows = [{"model": name, "weights": s, "all 6 blocks": f"{r.point['funnel'][-1]:.1f}",
-             "blocks 2–6 (primary)": fin(ctrl[s], s, "as measured"),
+    rows = [{"model": name, "weights": s,
+             "all 6 blocks (co-primary)": (r.interval("funnel").fmt(".1f") if r.has_interval("funnel")
+                                           else f"{r.point['funnel'][-1]:.1f}"),
+             "blocks 2–6 (co-primary)": fin(ctrl[s], s, "as measured"),
              "Schur-normal, 2–6": fin(ctrl[s], s, "Schur-normal"),
              "shuffled Schur, 2–6": fin(ctrl[s], s, "shuffled Schur")} for s, r in runs.items()]
     name, runs, mctrl = contrast
-    rows += [{"model": name, "weights": s, "all 6 blocks": f"{r.point['funnel'][-1]:.1f}",
-              "blocks 2–6 (primary)": (r.interval("funnel_no_b1").fmt(".1f") if s == trained
+    rows += [{"model": name, "weights": s, "all 6 blocks (co-primary)": f"{r.point['funnel'][-1]:.1f}",
+              "blocks 2–6 (co-primary)": (r.interval("funnel_no_b1").fmt(".1f") if s == trained
                                        else f"{r.point['funnel_no_b1'][-1]:.1f}"),
               "Schur-normal, 2–6": f"{mctrl['Schur-normal'].point:.1f}" if s == trained else "–",
               "shuffled Schur, 2–6": f"{mctrl['shuffled Schur'].point:.1f}" if s == trained else "–"}
@@ -472,12 +436,46 @@ def final_funnel_table(decoder: tuple[str, dict[str, BootstrapRun], dict[str, di
     return pd.DataFrame(rows)
 
 
-def rescaling_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """:func:`lib.chapters.jacobian_funnel.input_rescaling`'s table for the page: readable columns, as text (two
-    decimals for scales and norms, one for effective ranks and the update norm)."""
-    return text_columns(frame, {"scale c": ("scale", ".2f"), "median input norm": ("input_norm", ".2f"),
-                                "erank J̄₁": ("erank_J1", ".1f"), "‖J̄₁ − I‖_F": ("update_norm", ".1f"),
-                                "erank, all six blocks": ("funnel", ".1f")})
+def funnel_readings_table(ev: FunnelEvidence) -> pd.DataFrame:
+    """FG3's and FG4's two co-primary readings (:data:`lib.chapters.jacobian_funnel.FUNNEL_READINGS`) side by side:
+    one row per reading with its source tag, the trained final erank (95% interval), the twins' range, where the
+    trained value sits, both controls and their ratio, and each reading's verdicts; a last row gives the union."""
+    from lib.chapters.jacobian_funnel import FUNNEL_READINGS, funnel_readings, funnel_readings_verdicts
+
+    rd = funnel_readings(ev)
+    fr = funnel_readings_verdicts(*((r["trained"], r["twins"], r["ratio"]) for r in rd.values()))
+    rows = []
+    for name, r in rd.items():
+        c = r["controls"]
+        rows.append({"reading": f"{name}: {FUNNEL_READINGS[name]}",
+                     "trained": r["trained"].fmt(".1f"),
+                     "twins": value_range([t.point for t in r["twins"]], ".1f"),
+                     "trained vs twins": compare_with_twins(r["trained"], r["twins"]),
+                     "Schur-normal": c["Schur-normal"].fmt(".1f"), "shuffled Schur": c["shuffled Schur"].fmt(".1f"),
+                     "Schur-normal / as measured": r["ratio"].fmt(".2f"),
+                     "FG3": fr["FG3"][name], "FG4": fr["FG4"][name]})
+    rows.append({"reading": "union of the two", **{k: "" for k in rows[0] if k not in ("reading", "FG3", "FG4")},
+                 "FG3": fr["FG3"]["union"], "FG4": fr["FG4"]["union"]})
+    return pd.DataFrame(rows)
+
+
+def leading_eigenvalue_phrase(table: pd.DataFrame) -> str:
+    """:func:`lib.chapters.jacobian_funnel.leading_eigenvalues` in words: where ``λ₁`` is real, where one of a
+    conjugate pair, and the modulus of the next eigenvalue against ``|λ₁|`` in each block (two decimals, three
+    where it rounds to 1.00 or above 0.95, so that a near tie is never printed as an outlier)."""
+    def blocks(sel: pd.Series) -> str:
+        b = [str(x) for x in table.block[sel]]
+        return b[0] if len(b) == 1 else ", ".join(b[:-1]) + " and " + b[-1]
+
+    parts = []
+    if (~table.pair).any():
+        parts.append(f"λ₁ is real in block{'s' if (~table.pair).sum() > 1 else ''} {blocks(~table.pair)}")
+    if table.pair.any():
+        parts.append(f"one of a complex conjugate pair in block{'s' if table.pair.sum() > 1 else ''} "
+                     f"{blocks(table.pair)}")
+    ratios = ", ".join(f"{r:.3f}" if r > 0.95 else f"{r:.2f}" for r in table.next_ratio)
+    return (" and ".join(parts) + f"; the next eigenvalue's modulus is {ratios} of |λ₁| (blocks "
+            f"{blocks(table.block > 0)})")
 
 
 # --- Section 4.7's tables: the communities' coupling to gain (lib.methods.topology) ----------------------------
@@ -528,10 +526,13 @@ def power_table(power: pd.DataFrame) -> pd.DataFrame:
 
 def claim_measurements(ev: FunnelEvidence, verdicts: dict[str, str]) -> dict[str, str]:
     """What was measured for each claim, as one phrase with its intervals (the Results page's column)."""
+    from lib.chapters.jacobian_funnel import funnel_readings, funnel_readings_verdicts
+
     tr, t = ev.trained, ev.trends
     run = ev.runs[tr]
-    ctrl = ev.controls[tr]
-    fun_tr, fun_rd = ctrl["as measured"], [ev.controls[s]["as measured"] for s in ev.twins]
+    rd = funnel_readings(ev)
+    full, prog = rd["full product"], rd["blocks 2–L"]
+    fr = funnel_readings_verdicts(*((r["trained"], r["twins"], r["ratio"]) for r in rd.values()))
     pw = ev.power.set_index("effect") if "effect" in ev.power.columns else ev.power
     power = f"power {pw.power_bh.iloc[1]:.0%} at r_S ≈ {pw.r_s_mean.iloc[1]:.2f}"
     b1_twins = value_range([ev.runs[s].point["erank"][0] for s in ev.twins], ".1f")
@@ -550,20 +551,24 @@ def claim_measurements(ev: FunnelEvidence, verdicts: dict[str, str]) -> dict[str
                f"twins {ev.twin_dirs('f_C')}",
         "FG2": f"δ_H of J̄ − I: {fit('delta_H')}; twins {ev.twin_dirs('delta_H')}); r_rot: {fit('r_rot')}; "
                f"twins {ev.twin_dirs('r_rot')})",
-        "FG3": f"final erank, blocks 2–6: trained {fun_tr.fmt('.1f')} of {ev.d} vs twins "
-               f"{value_range([x.point for x in fun_rd], '.1f')} ({compare_with_twins(fun_tr, fun_rd)}); "
-               f"all 6 blocks {run.point['funnel'][-1]:.1f}, a single-block collapse (erank J̄₁ "
-               f"{run.point['erank'][0]:.1f}, twins {b1_twins})",
-        "FG4": f"Schur-normal / as measured, blocks 2–6: {ctrl['Schur-normal / as measured'].fmt('.2f')}, "
-               f"but no funnel to remove (FG3: {verdicts['FG3']})",
+        "FG3": f"full product [paper]: trained {full['trained'].fmt('.1f')} of {ev.d} vs twins "
+               f"{value_range([x.point for x in full['twins']], '.1f')} ({compare_with_twins(full['trained'], full['twins'])}: "
+               f"{fr['FG3']['full product']}; erank J̄₁ {run.point['erank'][0]:.1f}, twins {b1_twins}); blocks 2–6, "
+               f"narrowing layer after layer [secondary]: trained {prog['trained'].fmt('.1f')} vs twins "
+               f"{value_range([x.point for x in prog['twins']], '.1f')} ({compare_with_twins(prog['trained'], prog['twins'])}: "
+               f"{fr['FG3']['blocks 2–L']})",
+        "FG4": f"Schur-normal / as measured: full product {full['ratio'].fmt('.2f')} ({fr['FG4']['full product']}; "
+               f"shuffled Schur {full['controls']['shuffled Schur'].fmt('.1f')}); blocks 2–6 {prog['ratio'].fmt('.2f')} "
+               f"({fr['FG4']['blocks 2–L']}: no narrowing there to remove)",
         "FG5": f"attention r_S {span(attn.r_s)}, MLP {span(mlp.r_s)}; {int((sub_tr.q < 0.05).sum())} of "
                f"{len(sub_tr)} sub-block couplings significant at FDR 5% (BH) (twins {int((sub_rd.q < 0.05).sum())} "
                f"of {len(sub_rd)}); {power}",
         "FG6": f"block r_S {span(block_tr.r_s)}, {int((block_tr.q < 0.05).sum())} of {len(block_tr)} layers "
                f"significant at FDR 5% (BH) (twins {int((block_rd.q < 0.05).sum())} of {len(block_rd)}); {power}",
         "FG7": "verdicts FG1–FG6: " + ", ".join(f"{c} {verdicts[c]}" for c in ("FG1", "FG2", "FG3", "FG4", "FG5", "FG6"))
-               + f"; learned but outside the claims: block 1's collapse (erank {run.point['erank'][0]:.1f} vs "
-               f"{b1_twins} at init)",
+               + f"; at random init: full product {value_range([x.point for x in full['twins']], '.1f')} against "
+               f"trained {full['trained'].point:.1f} ({compare_with_twins(full['trained'], full['twins'])}), erank J̄₁ "
+               f"{b1_twins} against trained {run.point['erank'][0]:.1f}",
     }
 
 

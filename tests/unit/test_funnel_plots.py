@@ -107,15 +107,12 @@ def test_depth_slope_funnel_and_block_charts_use_the_books_colours():
     assert colours and colours[0]["range"][0] == TRAINED_COLOR
 
 
-def test_training_rescaling_coupling_and_community_charts():
+def test_training_coupling_and_community_charts():
     log = {"steps": [0, 1, 2], "loss": [5.0, 3.0, 2.0], "heldout_loss": 2.0, "heldout_loss_random_init": 5.1,
            "uniform_loss": 5.15}
     spec = _check_style(fp.training_curve_chart(log, model="book-decoder (trained)"))
     scale = next(d["color"]["scale"] for d in _nodes(spec) if isinstance(d.get("color"), dict) and "scale" in d["color"])
     assert dict(zip(scale["domain"], scale["range"]))["uniform over the vocabulary"] == NULL_COLOR
-    resc = pd.DataFrame({"scale": [0.2, 1.0, 200.0], "input_norm": [0.2, 1.0, 200.0], "erank_J1": [5.0, 3.0, 120.0],
-                         "update_norm": [1.0, 1.0, 1.0], "funnel": [5.0, 3.3, 110.0]})
-    _check_style(fp.rescaling_chart(resc, {"a": 0.2, "b": 1.0, "c": 200.0}, title="Rescaled block one", model="toy"))
     coup = pd.DataFrame([{"model": "m", "weights": s, "layer": l, "depth": l / 3, "r_s": 0.1 * l, "q": 0.5,
                           "p_relabel": 0.5} for s in SERIES for l in (1, 2, 3)])
     assert _has_reference_legend(_check_style(fp.coupling_chart(coup, title="Coupling against depth", model="toy")))

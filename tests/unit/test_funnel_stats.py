@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 import torch
 
-import lib
 from lib import stats
 from lib.chapters import jacobian_funnel as fs
 from lib.jacobians import sweep as jac
@@ -186,22 +185,6 @@ def test_combined_and_coupling_verdicts():
         assert v in VERDICTS
 
 
-def test_input_rescaling_on_a_tiny_decoder(tiny_dir):
-    """Scale 1 reproduces block 1's mean Jacobian; RMSNorm is scale-invariant, so its Jacobian and hence the
-    attention update shrink like 1/c."""
-    model = lib.load_model(str(tiny_dir("llama")), dtype=torch.float64)
-    g = torch.Generator().manual_seed(0)
-    X = torch.stack([model.hidden_states_ids(torch.randint(0, 64, (7,), generator=g))[:, -1] for _ in range(3)], dim=1)
-    Jbar = np.stack([jac.layer_jacobians(model, t, X[t]).mean(0).numpy() for t in range(model.n_layers)])
-    tab = fs.input_rescaling(model, X[0], Jbar, scales=[1.0, 10.0])
-    assert tab.erank_J1.iloc[0] == pytest.approx(nn.effective_rank(Jbar[0]), rel=1e-9)
-    assert tab.funnel.iloc[0] == pytest.approx(nn.cumulative_product(Jbar).erank[-1], rel=1e-9)
-    assert tab.input_norm.iloc[1] == pytest.approx(10 * tab.input_norm.iloc[0])
-    J_attn = jac.layer_jacobians(model, 0, 10.0 * X[0], part="attn").mean(0).numpy() - np.eye(model.d_model)
-    J_attn1 = jac.layer_jacobians(model, 0, X[0], part="attn").mean(0).numpy() - np.eye(model.d_model)
-    assert np.linalg.norm(J_attn) == pytest.approx(np.linalg.norm(J_attn1) / 10, rel=1e-3)
-
-
 def test_power_qualified_turns_an_underpowered_null_into_inconclusive():
     planted, power = [0.08, 0.16, 0.32], [0.05, 0.22, 0.84]
     assert topology.power_qualified("not reproduced", planted, power) == "inconclusive (underpowered)"
@@ -243,6 +226,23 @@ def test_bootstrap_twins_gives_every_series_the_same_resamples():
         np.testing.assert_array_equal(r.boot["funnel"], ref.boot["funnel"])
     part = fs.bootstrap_twins(sets, update=False, n_boot=4, resample=("funnel_no_b1",))
     assert all(set(r.boot) == {"funnel_no_b1"} and not r.update for r in part.values())
+    alone = fs.bootstrap_twins(sets, update=False, n_boot=4, resample=("funnel_no_b1",), twins=False,
+                               final_only=True)
+    assert np.isnan(alone["trained"].boot["funnel_no_b1"][:, :-1]).all()
+    np.testing.assert_allclose(alone["trained"].boot["funnel_no_b1"][:, -1], part["trained"].boot["funnel_no_b1"][:, -1],
+                               rtol=1e-10)
+    assert [r.boot is None for r in alone.values()] == [False] + [True] * (len(sets) - 1)
+
+
+def test_resampled_chunks_are_the_resampled_means_in_pieces():
+    per = _stack(L=3, P=5, d=4, seed=2)
+    W = stats.bootstrap_weights(5, 7, seed=1)
+    whole = stats.resampled_means(per, W)
+    ref = np.einsum("bp,lpij->blij", W, per.astype(np.float64))  # the definition, written out
+    np.testing.assert_allclose(whole, ref, rtol=1e-12, atol=1e-14)
+    pieces = list(funnel.resampled_chunks(per, W, max_bytes=2 * 3 * 4 * 4 * 8))  # two resamples a chunk
+    assert [len(c) for c in pieces] == [2, 2, 2, 1]
+    np.testing.assert_allclose(np.concatenate(pieces), whole, rtol=1e-13, atol=1e-15)  # BLAS order per chunk size
 
 
 def test_depth_frame_holds_points_intervals_and_baselines():
@@ -295,9 +295,11 @@ def test_smallest_moduli_and_sub_block_tables():
 def test_controls_curves_and_funnel_tables():
     sets = _twin_sets(L=4, P=6, d=10)
     runs = fs.bootstrap_twins(sets, update=True, n_boot=5)
-    ctrl = fs.twin_control_funnels(sets, n_boot=5)
-    ref = funnel.control_funnels(sets["trained"].per_prompt, first=1, n_boot=5)
-    assert ctrl["trained"]["as measured"] == ref["as measured"]
+    by_start = fs.twin_control_funnels(sets, n_boot=5)
+    ctrl = by_start[1]
+    for first in (0, 1):  # one set of Schur forms for both products: the same as each start alone
+        ref = funnel.control_funnels(sets["trained"].per_prompt, first=first, n_boot=5)
+        assert by_start[first]["trained"] == ref
     twin = ctrl["random init, seed 0"]["Schur-normal"]
     assert twin.lo == twin.hi == twin.point  # the twins get point values only
     curves = fs.funnel_curves({"m": (runs, sets["trained"].mean)})
@@ -317,30 +319,34 @@ def test_controls_curves_and_funnel_tables():
     mctrl = funnel.control_funnels(sets["trained"].mean[:, None], first=1)
     final = fp.final_funnel_table(("dec", runs, ctrl), ("mini", mini, mctrl))
     assert list(final.model) == ["dec"] * 3 + ["mini"] * 3
-    assert final.iloc[0]["blocks 2–6 (primary)"] == ctrl["trained"]["as measured"].fmt(".1f")
+    assert final.iloc[0]["blocks 2–6 (co-primary)"] == ctrl["trained"]["as measured"].fmt(".1f")
     assert final.iloc[4]["Schur-normal, 2–6"] == "–"
-    assert final.iloc[3]["blocks 2–6 (primary)"] == mini["trained"].interval("funnel_no_b1").fmt(".1f")
+    assert final.iloc[0]["all 6 blocks (co-primary)"] == runs["trained"].interval("funnel").fmt(".1f")
+    assert final.iloc[3]["blocks 2–6 (co-primary)"] == mini["trained"].interval("funnel_no_b1").fmt(".1f")
 
 
-def test_input_norms_rescaling_scales_and_per_prompt_erank():
+def test_input_norms_and_per_prompt_erank():
     X = {"trained": torch.ones(3, 5, 4) * torch.tensor([1.0, 4.0, 9.0])[:, None, None],
          "random init, seed 0": torch.ones(3, 5, 4) * 0.5, "random init, seed 1": torch.ones(3, 5, 4) * 1.5}
     norms = fs.input_norms(X)
     np.testing.assert_allclose(norms["trained"], [2.0, 8.0])  # ‖(1, 1, 1, 1)‖ = 2
-    assert fs.rescaling_scales(norms) == [pytest.approx(1.0), 1.0, 4.0, 16.0, 64.0, 4.0]
     per = _stack(L=3, P=4, d=6, scale=1.0)
     got = fs.per_prompt_final_erank(per)
     np.testing.assert_allclose(got, [nn.cumulative_product(per[:, p]).erank[-1] for p in range(4)])
-    resc = pd.DataFrame({"scale": [1.0], "input_norm": [2.0], "erank_J1": [3.04], "update_norm": [5.0],
-                         "funnel": [7.25]})
-    tab = fp.rescaling_table(resc)
-    assert all(_header_is_words(c) for c in tab.columns) and tab.iloc[0].tolist() == ["1.00", "2.00", "3.0", "5.0",
-                                                                                       "7.2"]
 
 
-def _evidence(trained_falls: bool, funnel_found: str, coupled: bool):
-    """Evidence with known answers: a falling or flat trend, a trained funnel narrower or wider than the twins,
-    sub-block and block couplings significant (early negative, late positive, opposite sub-block signs) or not."""
+def _run(point: dict, spread: dict | None = None) -> funnel.BootstrapRun:
+    """A run whose replicates of each name in ``spread`` lie uniformly within ± that spread of the point."""
+    boot = None if spread is None else {k: point[k] + np.linspace(-w, w, 201)[:, None] for k, w in spread.items()}
+    return funnel.BootstrapRun(point=point, boot=boot, update=True, n_prompts=48)
+
+
+def _evidence(trained_falls: bool, funnel_found: str, coupled: bool, full_found: str | None = None):
+    """Evidence with known answers: a falling or flat trend, a trained product from block 2 (``funnel_found``) and
+    over every block (``full_found``, default the same) narrower or wider than the twins', with Schur-normal
+    widening it (ratio 3), sub-block and block couplings significant (early negative, late positive, opposite
+    sub-block signs) or not."""
+    full_found = funnel_found if full_found is None else full_found
     x = np.arange(1, 7) / 6
     rng = np.random.default_rng(0)
 
@@ -353,13 +359,19 @@ def _evidence(trained_falls: bool, funnel_found: str, coupled: bool):
         trends[m, "trained"] = trend(-1.0 if trained_falls else 0.0)
         for s in twins:
             trends[m, s] = trend(0.0)
-    runs = {s: funnel.BootstrapRun(point={"f_C": np.full(6, 0.85), "erank": np.r_[3.0 if s == "trained" else 48.0,
-                                                                              np.full(5, 100.0)],
-                                      "funnel": np.r_[128.0, np.full(6, 3.3 if s == "trained" else 20.0)]},
-                               boot=None, update=True, n_prompts=48) for s in ["trained", *twins]}
-    width = {"reproduced": (10, 9, 11), "not reproduced": (118, 116, 120)}[funnel_found]
-    ctrl = {"trained": {"as measured": _iv(*width), "Schur-normal / as measured": _iv(3.0, 2.0, 4.0)},
+    prog = {"reproduced": 10.0, "not reproduced": 118.0}[funnel_found]
+    full = {"reproduced": 3.3, "not reproduced": 60.0}[full_found]
+    runs = {s: _run({"f_C": np.full(6, 0.85), "erank": np.r_[3.0 if s == "trained" else 48.0, np.full(5, 100.0)],
+                     "funnel": np.r_[128.0, np.full(6, full if s == "trained" else 20.0 + i)],
+                     "funnel_no_b1": np.r_[128.0, np.full(5, prog if s == "trained" else 24.0 + 3 * i)]},
+                    {"funnel": 1.0, "funnel_no_b1": 1.0})
+            for i, s in enumerate(["trained", *twins])}
+    ratio = _iv(3.0, 2.0, 4.0)
+    ctrl = {"trained": {"as measured": _iv(prog, prog - 1, prog + 1), "Schur-normal": _iv(3 * prog, 2 * prog, 4 * prog),
+                        "shuffled Schur": _iv(2 * prog, prog, 3 * prog), "Schur-normal / as measured": ratio},
             twins[0]: {"as measured": _iv(24, 24, 24)}, twins[1]: {"as measured": _iv(27, 27, 27)}}
+    ctrl_full = {"trained": {"as measured": _iv(full, full - 1, full + 1), "Schur-normal": _iv(3 * full, 2 * full, 4 * full),
+                             "shuffled Schur": _iv(2 * full, full, 3 * full), "Schur-normal / as measured": ratio}}
     q_sig = np.r_[0.01, np.full(4, 0.5), 0.01] if coupled else np.full(6, 0.5)
     r_blk = np.r_[-0.3, np.zeros(4), 0.3]
     coup = pd.DataFrame([{"weights": s, "layer": l + 1, "depth": x[l], "r_s": r_blk[l] if s == "trained" else 0.0,
@@ -370,8 +382,8 @@ def _evidence(trained_falls: bool, funnel_found: str, coupled: bool):
                         for s in ["trained", *twins] for b in ("attention", "MLP") for l in range(6)])
     power = pd.DataFrame({"effect": [0.1, 0.2], "r_s_mean": [0.08, 0.16], "power": [0.2, 0.4],
                           "power_bh": [0.1, 0.22]})
-    return fs.FunnelEvidence(trends=trends, runs=runs, controls=ctrl, coupling=coup, sub_blocks=sub, power=power,
-                             d=128, ginibre=0.926)
+    return fs.FunnelEvidence(trends=trends, runs=runs, controls=ctrl, controls_full=ctrl_full, coupling=coup,
+                             sub_blocks=sub, power=power, d=128, ginibre=0.926)
 
 
 def test_claim_verdicts_follow_the_evidence():
@@ -391,6 +403,37 @@ def test_claim_verdicts_follow_the_evidence():
         fs.verdict_counts({**none, "FG7": "not testable offline"})
 
 
+def test_a_single_block_bottleneck_is_half_of_the_funnel_not_none_of_it():
+    """The decoder's case: the full product far narrower than the twins' and widened by the Schur-normal control,
+    the product from block 2 wider than theirs. FG3 and FG4 hold on the abstract's reading and fail on the
+    progressive one: partly reproduced (the old rule scored only blocks 2–6: not reproduced), and FG7 may not
+    turn that learned bottleneck into "not reproduced"."""
+    ev = _evidence(trained_falls=False, funnel_found="not reproduced", full_found="reproduced", coupled=False)
+    v = fs.claim_verdicts(ev)
+    assert v["FG3"] == v["FG4"] == "partly reproduced"
+    assert v["FG7"] == "partly reproduced"
+    fr = fs.funnel_readings_verdicts(*((r["trained"], r["twins"], r["ratio"]) for r in fs.funnel_readings(ev).values()))
+    assert fr["FG3"] == {"full product": "reproduced", "blocks 2–L": "not reproduced", "union": "partly reproduced"}
+    assert fr["FG4"] == {"full product": "reproduced", "blocks 2–L": "not reproduced", "union": "partly reproduced"}
+    table = fp.funnel_readings_table(ev)
+    assert list(table.FG3) == ["reproduced", "not reproduced", "partly reproduced"]
+    assert table.iloc[0]["trained vs twins"] == "lower" and table.iloc[1]["trained vs twins"] == "higher"
+    assert table.iloc[0]["trained"] == "3.3 [2.3, 4.2]" and "[paper]" in table.iloc[0]["reading"]
+    assert "[secondary]" in table.iloc[1]["reading"]
+    # the twins' intervals count too: a trained value inside a twin's interval is no bottleneck
+    wide = fs.funnel_readings_verdicts((_iv(3.3, 2.3, 4.3), [_iv(20, 4, 30)], _iv(3, 2, 4)),
+                                       (_iv(118, 116, 120), [_iv(24, 23, 25)], _iv(1, 0.9, 1.1)))
+    assert wide["FG3"]["union"] == "not reproduced" and wide["FG4"]["union"] == "not reproduced"
+
+
+def test_learned_verdict_is_no_fuller_than_the_effects_it_qualifies():
+    assert fs.learned_verdict(["not reproduced", "partly reproduced", "inconclusive (underpowered)"]) == \
+        "partly reproduced"
+    assert fs.learned_verdict(["reproduced", "partly reproduced"]) == "reproduced"
+    assert fs.learned_verdict(["partly reproduced", "not specific to training"]) == "partly reproduced"
+    assert fs.learned_verdict(["not reproduced", "inconclusive (underpowered)"]) == "not reproduced"
+
+
 def test_claim_measurements_quote_the_numbers_the_verdicts_use():
     from lib.page.claims import CLAIMS
 
@@ -399,10 +442,11 @@ def test_claim_measurements_quote_the_numbers_the_verdicts_use():
     m = fp.claim_measurements(ev, v)
     assert set(m) == set(v)
     assert m["FG1"].startswith("f_C 0.85 (Ginibre 0.93); trained slope ") and "(flat); twins flat, flat" in m["FG1"]
-    assert m["FG3"].startswith("final erank, blocks 2–6: trained 118.0 [116.0, 120.0] of 128 vs twins 24.0–27.0 "
-                               "(higher); all 6 blocks 3.3")
-    assert "(erank J̄₁ 3.0, twins 48.0)" in m["FG3"]
-    assert m["FG4"].endswith("but no funnel to remove (FG3: not reproduced)")
+    assert m["FG3"].startswith("full product [paper]: trained 60.0 [59.0, 61.0] of 128 vs twins 21.0–22.0 "
+                               "(higher: not reproduced; erank J̄₁ 3.0, twins 48.0)")
+    assert m["FG3"].endswith("[secondary]: trained 118.0 [117.0, 119.0] vs twins 27.0–30.0 (higher: not reproduced)")
+    assert m["FG4"].startswith("Schur-normal / as measured: full product 3.00 [2.00, 4.00] (not reproduced;")
+    assert m["FG4"].endswith("(not reproduced: no narrowing there to remove)")
     assert "0 of 12 sub-block couplings" in m["FG5"] and "(twins 0 of 24)" in m["FG5"]
     assert m["FG5"].endswith("power 22% at r_S ≈ 0.16") and "0 of 6 layers" in m["FG6"]
     assert m["FG7"].startswith("verdicts FG1–FG6: FG1 not reproduced,")
@@ -420,3 +464,52 @@ def test_paper_model_work_is_the_closed_forms_flop_count():
     assert row.model == name and row["Jacobian work, 10 prompts (PFLOP)"] == flops(d, d_ff, 10, L) / 1e15
     assert row["at 1 TFLOP/s (min, assumed rate)"] == pytest.approx(flops(d, d_ff, 10, L) / 1e12 / 60)
     assert all(_header_is_words(c) for c in tab.columns)
+
+
+def test_leading_eigenvalues_tell_a_real_outlier_from_a_near_pair():
+    """Known spectra: block 1 has a real λ₁ = 5 and next |λ| = 2 (ratio 0.4); block 2 a conjugate pair 3 ± 4i
+    (|λ₁| = 5) and next |λ| = 4.875 (ratio 0.975, the third eigenvalue)."""
+    rng = np.random.default_rng(0)
+    Q = np.linalg.qr(rng.standard_normal((6, 6)))[0]
+    A = np.diag([5.0, 2.0, 1.0, 0.5, 0.2, 0.1])
+    B = np.zeros((6, 6))
+    B[:2, :2] = [[3.0, 4.0], [-4.0, 3.0]]
+    B[2:, 2:] = np.diag([4.875, 1.0, 0.5, 0.1])
+    tab = fs.leading_eigenvalues(np.stack([Q @ A @ Q.T, Q @ B @ Q.T]), [0, 1])
+    assert list(tab.block) == [1, 2] and list(tab.pair) == [False, True]
+    np.testing.assert_allclose(tab.modulus, [5.0, 5.0])
+    np.testing.assert_allclose(tab.next_ratio, [0.4, 0.975])
+    assert list(tab.next_index) == [2, 3]
+
+
+def test_end_to_end_in_context_jacobian_equals_the_block_product_only_when_causal(tiny64):
+    """A causal decoder: no later position feeds back, so the product of the in-context diagonal blocks is the
+    true ∂h_L[T]/∂h_0[T] (to the rounding of the recorded states). A bidirectional encoder: the other tokens carry part of the
+    perturbation back, and the product misses it."""
+    g = torch.Generator().manual_seed(0)
+    for family, causal in (("llama", True), ("bert", False)):
+        model = tiny64(family)
+        H = model.hidden_states_ids(torch.randint(5, 60, (6,), generator=g))
+        out = fs.end_to_end_in_context(model, H, T=3)
+        rel = np.linalg.norm(out["true"] - out["product"]) / np.linalg.norm(out["true"])
+        single = np.stack([jac.in_context_jacobian(model, t, H[t], 3, method="autodiff").cpu().numpy()
+                           for t in range(model.n_layers)])
+        ref = _product(single)  # the closed form against autodiff: RoPE's float32 tables set the agreement
+        assert np.linalg.norm(out["product"] - ref) < 1e-5 * np.linalg.norm(ref)
+        # causal: equal up to the recorded states' rounding (RoPE tables in float32); bidirectional: far apart
+        assert (rel < 1e-5) if causal else (rel > 0.05), (family, rel)
+
+
+def _product(Js: np.ndarray) -> np.ndarray:
+    P = np.eye(Js.shape[-1])
+    for J in Js:
+        P = J @ P
+    return P
+
+
+def test_leading_eigenvalue_phrase_never_calls_a_near_tie_an_outlier():
+    tab = pd.DataFrame({"block": [1, 3, 6], "modulus": [5.0, 4.0, 3.0], "pair": [False, False, True],
+                        "next_index": [2, 2, 3], "next_ratio": [0.4, 0.61, 0.975]})
+    assert fp.leading_eigenvalue_phrase(tab) == (
+        "λ₁ is real in blocks 1 and 3 and one of a complex conjugate pair in block 6; the next eigenvalue's "
+        "modulus is 0.40, 0.61, 0.975 of |λ₁| (blocks 1, 3 and 6)")
