@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CEILING_TOL", "COLLAPSE", "NORM_VARIANTS", "Saturation", "ceiling", "ceiling_verdict", "collapse_verdict",
            "collapses", "edit_ratios",
-           "fixed_points", "geometric_interval", "matched_alphas", "saturation_twins", "unit_norms"]
+           "fixed_points", "geometric_interval", "matched_alphas", "ratio_summary", "saturation_twins",
+           "unit_norms"]
 
 NORM_VARIANTS: dict[str, tuple[bool, bool, bool]] = {
     "as trained": (False, False, True), "LN₁ gains 1, biases 0": (True, False, True),
@@ -116,6 +117,20 @@ def geometric_interval(r: Any, *, n_boot: int = 200, seed: int = 0, level: float
     a = (1 - level) / 2
     lo, hi = np.quantile(boot, [a, 1 - a])
     return float(np.exp(logs.mean())), float(np.exp(lo)), float(np.exp(hi))
+
+
+def ratio_summary(ratios: pd.DataFrame) -> pd.DataFrame:
+    """Per ``model``, ``weights``, ``alpha`` and ``matched`` of a tagged :func:`edit_ratios` table (with
+    ``radius``): ``ratio`` (geometric mean over prompts), ``ratio_lo``/``ratio_hi`` (:func:`geometric_interval`),
+    ``ratio_min``/``ratio_max`` (per prompt), ``random``, ``radius``. α = 0 (no edit) gives ratios of 0."""
+    rows = []
+    for (key, series, alpha, m), g in ratios.groupby(["model", "weights", "alpha", "matched"], dropna=False,
+                                                     sort=False):
+        mean, lo, hi = geometric_interval(g.ratio) if alpha > 0 else (0.0, 0.0, 0.0)
+        rows.append({"model": key, "weights": series, "random": series != "trained", "alpha": alpha, "matched": m,
+                     "ratio": mean, "ratio_lo": lo, "ratio_hi": hi, "ratio_min": g.ratio.min(),
+                     "ratio_max": g.ratio.max(), "radius": g.radius.iloc[0]})
+    return pd.DataFrame(rows)
 
 
 def matched_alphas(trained: float, twin: float, alphas: Sequence[float]) -> list[float]:
@@ -247,13 +262,7 @@ def saturation_twins(views: TwinViews, words: Mapping[str, str], alphas: Sequenc
     matched["series"] = twin_label(matched.assign(series=matched.weights))
     r = pd.concat([r, *[d[1] for d in done]], ignore_index=True)
 
-    rows = []
-    for (key, series, alpha, m), g in r.groupby(["model", "weights", "alpha", "matched"], dropna=False, sort=False):
-        mean, lo, hi = geometric_interval(g.ratio)
-        rows.append({"model": key, "weights": series, "random": series != "trained", "alpha": alpha, "matched": m,
-                     "ratio": mean, "ratio_lo": lo, "ratio_hi": hi, "ratio_min": g.ratio.min(),
-                     "ratio_max": g.ratio.max(), "radius": g.radius.iloc[0]})
-    summary = pd.DataFrame(rows)
+    summary = ratio_summary(r)
 
     crow = []
     for (key, series), v in items:

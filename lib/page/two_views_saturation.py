@@ -102,7 +102,8 @@ def saturation_findings(steer: pd.DataFrame, sat: Saturation, models: str, a_max
         numbers[f"sm_{key}_J_write_rd"] = value_range(m.J_write_hi, ".3f")
         numbers[f"sm_{key}_J_sv_rd"] = value_range(m.J_sv, ".3f")
         trow = steer[(steer.model == key) & ~steer.random & (steer.alpha == a_max)].iloc[0]
-        measured6.append(f"{key}: edit/LN input at α = {a_max:g} {numbers[f'sr_{key}_tr']} trained, "
+        judged = "" if key in sat.post_norm else " (pre-norm: the skip bypasses the norm; not judged)"
+        measured6.append(f"{key}{judged}: edit/norm input at α = {a_max:g} {numbers[f'sr_{key}_tr']} trained, "
                          f"{numbers[f'sr_{key}_rd']} twins (matched at twin α {numbers[f'sr_{key}_match']}); "
                          f"a(W̄u, u) upper end {trow.J_write_hi:.3f} trained, {numbers[f'sm_{key}_J_write_rd']} "
                          "twins at matched size")

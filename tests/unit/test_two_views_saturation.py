@@ -35,6 +35,15 @@ def test_geometric_interval_known_answers():
         sat.geometric_interval([1.0, 0.0])
 
 
+def test_ratio_summary_per_model_and_alpha_with_no_edit_at_zero():
+    r = pd.DataFrame({"model": "m", "weights": "trained", "alpha": [0.0, 0.0, 10.0, 10.0], "prompt": [0, 1, 0, 1],
+                      "ratio": [0.0, 0.0, 1.0, 100.0], "plus": 0.5, "matched": np.nan, "radius": 1.5})
+    s = sat.ratio_summary(r)
+    assert list(s.alpha) == [0.0, 10.0] and s.ratio.iloc[0] == 0.0 and s.ratio_hi.iloc[0] == 0.0
+    assert s.ratio.iloc[1] == pytest.approx(10.0) and (s.ratio_min.iloc[1], s.ratio_max.iloc[1]) == (1.0, 100.0)
+    assert not s.random.any() and (s.radius == 1.5).all()
+
+
 def test_matched_alphas_scale_by_the_ratio_per_unit_alpha():
     assert sat.matched_alphas(2.0, 0.01, [100, 1000]) == pytest.approx([2e4, 2e5])
     with pytest.raises(ValueError):
