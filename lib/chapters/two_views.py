@@ -50,7 +50,7 @@ __all__ = ["ANGLE_DRAWS", "ANGLE_TARGETS", "CONTEXT_PATHS", "GAMMA_VIEWS", "RATE
            "context_table", "context_twins", "context_verdict", "design_label", "float64", "gamma_summary",
            "gamma_verdict", "perturbation_errors", "perturbation_twins", "rate_power",
            "rate_tests", "rate_verdict", "share_both", "share_table", "share_verdict", "share_weights",
-           "steering_saturating", "steering_twins", "steering_verdict", "steering_views",
+           "steering_saturating", "steering_twins", "steering_views",
            "steering_views_at", "twin_label"]
 
 ANGLE_TARGETS: tuple[str, ...] = ("eigenvectors of J̄", "left singular vectors", "right singular vectors",
@@ -812,23 +812,3 @@ def steering_saturating(steer: pd.DataFrame, alpha: float) -> tuple[list[str], l
     trained = [key for key in keys if float(tr[tr.model == key].tokens_hi.iloc[0]) < 0.95]
     twins = [key for key in keys if (top[top.random & (top.model == key)].tokens_hi < 0.95).all()]
     return trained, twins
-
-
-def steering_verdict(steer: pd.DataFrame, alphas: Sequence[float]) -> str:
-    """Claim TV6's rule [ours] on :func:`steering_twins`: "not reproduced" if no trained model saturates at the
-    largest α (:func:`steering_saturating`); "reproduced" when, in every saturating model, a(W̄u, u) at α = 0
-    predicts the token level at the largest α (within 0.05) and the Jacobian view decouples there (the upper end
-    of a(W̄u, u)'s interval under half the lower end at α = 0, and |⟨s₁, u⟩| under half its maximum over α);
-    "partly reproduced" when it only decouples."""
-    tr = steer[~steer.random]
-    a_max = max(alphas)
-
-    def at(key: str, alpha: float, col: str) -> float:
-        return float(tr[(tr.model == key) & (tr.alpha == alpha)][col].iloc[0])
-
-    saturating, _ = steering_saturating(steer, a_max)
-    level_ok = all(abs(at(key, 0, "J_write") - at(key, a_max, "tokens")) < 0.05 for key in saturating)
-    decouples = all(at(key, a_max, "J_write_hi") < 0.5 * at(key, 0, "J_write_lo")
-                    and at(key, a_max, "J_sv") < 0.5 * tr[tr.model == key].J_sv.max() for key in saturating)
-    return ("not reproduced" if not saturating else "reproduced" if level_ok and decouples
-            else "partly reproduced" if decouples else "not reproduced")

@@ -211,9 +211,14 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("TV5", "ours", "The single-token Jacobian (chapter 4's protocol) is close to the in-context "
           "Jacobian of the token in its sentence (median difference under 20% of the update).", "06_two_views",
           "Is the single-token Jacobian close to the in-context one?"),
-    Claim("TV6", "ours", "The Jacobian view of the chapter-5 O-edit explains why token alignment saturates below "
-          "what the spectrum of F_L′ promises.", "06_two_views",
-          "Does the Jacobian view explain why steered alignment saturates?"),
+    Claim("TV6", "ours", "When the chapter-5 O-edit is many times the LayerNorm input it meets, the Jacobian view "
+          "of the last block collapses: a(W̄u, u) and |⟨s₁, u⟩| fall under half their unedited values; trained "
+          "and random-init twins compared at the same edit size.", "06_two_views",
+          "Does the Jacobian view collapse when the edit saturates the LayerNorm?"),
+    Claim("TV7", "ours", "At the same edit size, trained MiniLM's steered tokens settle lower than its twins', at "
+          "the α → ∞ fixed point of the edited block (the LayerNorm of ±u through the MLP), which predicts "
+          "every post-norm model's ceiling.", "06_two_views",
+          "Does the edited block's fixed point set the trained model's lower ceiling?"),
 )
 
 

@@ -40,7 +40,6 @@ from lib.chapters.two_views import (
     rate_verdict,
     share_verdict,
     steering_saturating,
-    steering_verdict,
     twin_label,
 )
 from lib.chapters.two_views_angles import ANGLE_CLOSE
@@ -625,17 +624,15 @@ def context_findings(ctx: pd.DataFrame, funnel: pd.DataFrame, pert: pd.DataFrame
     return Findings(numbers, {"models": models, "measured": measured, "verdict": context_verdict(ctx.rel_diff)})
 
 
-def steering_findings(steer: pd.DataFrame, models: str, alphas: Sequence[float]) -> Findings:
-    """Section 6.6 (claim TV6): the O-edit seen by both views.
+def steering_findings(steer: pd.DataFrame, alphas: Sequence[float]) -> Findings:
+    """Section 6.6: the O-edit seen by both views on the book's α grid.
 
     Glued per key and column of :data:`lib.chapters.two_views.STEERING_QUANTITIES` (and ``share``):
     ``st_<key>_<col>`` at the largest α, ``_5``, ``_20``, ``_0`` at α = 5, 20, 0, ``_rd`` (the twins' range at
     the largest α); with intervals: ``st_<key>_tokens_ci``, ``_tokens_5_ci``, ``_J_write_0_ci``,
     ``_J_write_ci``; and ``st_saturating`` / ``st_twins_saturating`` (models whose token interval stays under
-    0.95 at the largest α, :func:`lib.chapters.two_views.steering_saturating`). The claim's verdict is
-    :func:`lib.chapters.two_views.steering_verdict`: reproduced when, in every saturating model, a(W̄u, u) at
-    α = 0 predicts the level (within 0.05) and the Jacobian view decouples at the largest α; partly when it
-    only decouples.
+    0.95 at the largest α, :func:`lib.chapters.two_views.steering_saturating`). No verdict: claims TV6 and TV7
+    compare the models at matched saturation (:func:`lib.page.two_views_saturation.saturation_findings`).
     """
     tr = steer[~steer.random]
     a_max = max(alphas)
@@ -666,12 +663,7 @@ def steering_findings(steer: pd.DataFrame, models: str, alphas: Sequence[float])
     saturating, twins_saturating = steering_saturating(steer, a_max)
     numbers["st_saturating"] = ", ".join(saturating) if saturating else "none"
     numbers["st_twins_saturating"] = ", ".join(twins_saturating) if twins_saturating else "none"
-    measured = "; ".join(f"{key} at α = {a_max}: F view {at(key, a_max, 'spectral'):.3f}, tokens "
-                         f"{ci(key, a_max, 'tokens')} (twins {twin_range(key, a_max, 'tokens')}), "
-                         f"J̄ view a(W̄u, u) {ci(key, 0, 'J_write')} at α = 0 → {ci(key, a_max, 'J_write')}, "
-                         f"|⟨s₁, u⟩| max {tr[tr.model == key].J_sv.max():.3f} → {at(key, a_max, 'J_sv'):.3f}"
-                         for key in keys)
-    return Findings(numbers, {"models": models, "measured": measured, "verdict": steering_verdict(steer, alphas)})
+    return Findings(numbers)
 
 
 # -- tables for the reader: words, not column names ---------------------------------------------------------------
