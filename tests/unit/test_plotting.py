@@ -157,3 +157,11 @@ def test_model_palette_gives_trained_and_twins_fixed_colours():
     assert domain == ["toy", "x (trained)", "x (random init, seed 1)", "random 2"]
     assert colours == [plotting.OTHER_COLORS[0], plotting.TRAINED_COLOR, *plotting.RANDOM_COLORS[:2]]
     assert plotting.model_kind("random direction") is None and plotting.model_kind("random init") == "random"
+
+
+def test_tick_and_legend_text_is_at_least_11_px():
+    """Vega's defaults (10 px tick and legend labels, 10 px facet headers) were too small to read at a glance."""
+    config = _chart().to_dict()["config"]
+    for part in ("axis", "legend"):
+        assert config[part]["labelFontSize"] >= 11 and config[part]["titleFontSize"] >= 12, part
+    assert config["header"]["labelFontSize"] >= 11

@@ -1,0 +1,180 @@
+/* Charts that fit the reader's screen (loaded on every page right after the Vega scripts, book/_ext/offline_assets.py).
+
+   Altair's HTML output calls the global vegaEmbed(element, spec, options) once per chart; this script wraps it. A
+   chart is first drawn as the book made it (on a desktop every chart fits its column, which the browser test
+   checks). Whenever the room of its output box changes (a phone, a rotated or resized window, a dropdown that
+   opens) and the chart does not fit, it is drawn again from its original spec, narrower, in these steps, each
+   taken only while the chart is still too wide:
+
+   1. panels stacked: a faceted or concatenated chart gets fewer columns, charts side by side go one above the
+      other, legends go under the plot with one entry a line, and title and subtitle lines are wrapped to the room;
+   2. plots narrowed: every view's width shrinks (to 120 px at the least), text keeps its size.
+
+   The chart is never scaled down as a picture, so its text keeps the theme's sizes (lib/page/plotting.py: 11 px
+   tick and legend labels, 12 px titles) on every screen; whatever is still wider scrolls inside its output box.
+   Colours in dark mode come from charts.css. */
+(function () {
+  "use strict";
+
+  var embed = window.vegaEmbed;
+  if (typeof embed !== "function" || embed.spectralFitted) return;
+
+  var CHAR_PX = 6.4;      // mean width of a character of an 11-12 px title line, for wrapping lines to the room
+  var MIN_PLOT = 120;     // px: a plot narrows to no less than this (or its width in the book, if smaller)
+  var MAX_STEPS = 4;      // draws per fit, at most
+
+  function copy(x) { return JSON.parse(JSON.stringify(x)); }
+
+  /* the width the chart may take: its output box's content width, less what vega-embed keeps for its menu */
+  function room(el) {
+    var box = el.parentElement;
+    if (!box || !box.getClientRects().length) return 0;
+    var bs = getComputedStyle(box), es = getComputedStyle(el);
+    return box.clientWidth - parseFloat(bs.paddingLeft) - parseFloat(bs.paddingRight)
+      - parseFloat(es.paddingLeft) - parseFloat(es.paddingRight);
+  }
+
+  function drawnWidth(el) {
+    var svg = el.querySelector("svg.marks, canvas.marks, svg, canvas");
+    return svg ? svg.getBoundingClientRect().width : 0;
+  }
+
+  function wrap(text, chars) {
+    var words = String(text).split(/\s+/), lines = [], line = "";
+    words.forEach(function (w) {
+      if (line && (line + " " + w).length > chars) { lines.push(line); line = w; } else line = line ? line + " " + w : w;
+    });
+    if (line) lines.push(line);
+    return lines;
+  }
+
+  function wrapTitle(spec, chars) {
+    var t = spec.title;
+    if (!t) return;
+    if (typeof t === "string" || Array.isArray(t)) t = spec.title = {text: t};
+    ["text", "subtitle"].forEach(function (k) {
+      if (t[k] === undefined) return;
+      var joined = [].concat(t[k]).join(" ");
+      if (joined.length > chars) t[k] = wrap(joined, chars);
+    });
+  }
+
+  /* a legend lists its entries one under the other, under the plot */
+  function stackLegends(spec) {
+    if (!spec || typeof spec !== "object") return;
+    Object.keys(spec.encoding || {}).forEach(function (channel) {
+      [].concat(spec.encoding[channel]).forEach(function (def) {
+        if (!def || typeof def.legend !== "object" || def.legend === null) return;
+        if (def.legend.orient === "left" || def.legend.orient === "right") def.legend.orient = "bottom";
+        def.legend.columns = 1;
+      });
+    });
+    ["spec", "layer", "vconcat", "concat", "hconcat"].forEach(function (k) {
+      [].concat(spec[k] || []).forEach(stackLegends);
+    });
+  }
+
+  /* step 1: fewer columns, side by side becomes stacked, titles wrapped (every level of the spec), legends under
+     the plot in one column */
+  function stack(spec, share, chars) {
+    stackLegends(spec);
+    spec.config = spec.config || {};
+    spec.config.legend = Object.assign({}, spec.config.legend, {orient: "bottom", columns: 1});
+    stackViews(spec, share, chars);
+  }
+
+  function stackViews(spec, share, chars) {
+    if (!spec || typeof spec !== "object") return;
+    if (Array.isArray(spec.hconcat)) { spec.vconcat = spec.hconcat; delete spec.hconcat; }
+    if (typeof spec.columns === "number" && spec.columns > 1) {
+      spec.columns = Math.max(1, Math.floor(spec.columns * share));
+    }
+    wrapTitle(spec, chars);
+    ["spec", "layer", "vconcat", "concat", "hconcat"].forEach(function (k) {
+      [].concat(spec[k] || []).forEach(function (s) { stackViews(s, share, chars); });
+    });
+  }
+
+  /* step 2: every view's numeric width times share (a plot keeps at least MIN_PLOT px) */
+  function narrow(spec, share) {
+    if (!spec || typeof spec !== "object") return;
+    if (typeof spec.width === "number") spec.width = Math.max(Math.min(spec.width, MIN_PLOT), Math.round(spec.width * share));
+    ["spec", "layer", "vconcat", "concat", "hconcat"].forEach(function (k) {
+      [].concat(spec[k] || []).forEach(function (s) { narrow(s, share); });
+    });
+  }
+
+  function Chart(el, spec, opt) {
+    this.el = el;
+    this.spec = spec;      // as the book made it
+    this.opt = opt;
+    this.result = null;
+    this.drawn = null;     // the spec drawn now
+    this.stacked = false;  // whether step 1 was taken on it
+    this.fittedTo = null;  // the room of the last fit
+    this.busy = null;
+    this.pending = false;
+  }
+
+  Chart.prototype.draw = function (spec, stacked) {
+    var self = this;
+    if (self.result) { self.result.finalize(); self.el.innerHTML = ""; }
+    self.drawn = spec;
+    self.stacked = stacked;
+    return embed(self.el, copy(spec), self.opt).then(function (result) { self.result = result; return result; });
+  };
+
+  /* draw the chart narrower until it fits its room (or MAX_STEPS draws are spent); from the book's spec again
+     when the room grew */
+  Chart.prototype.fit = function () {
+    var self = this, avail = room(self.el);
+    if (avail <= 0 || (self.fittedTo !== null && Math.abs(avail - self.fittedTo) < 2)) return Promise.resolve();
+    var grew = self.fittedTo !== null && avail > self.fittedTo, steps = 0;
+    self.fittedTo = avail;
+    function next() {
+      var need = drawnWidth(self.el);
+      if (need <= avail + 1 || steps >= MAX_STEPS) return null;
+      steps += 1;
+      var spec = copy(self.drawn), share = avail / need;
+      if (!self.stacked) stack(spec, share, Math.max(24, Math.floor(avail / CHAR_PX)));
+      else narrow(spec, share * 0.98);
+      return self.draw(spec, true).then(next);
+    }
+    return (grew && self.drawn !== self.spec ? self.draw(self.spec, false) : Promise.resolve()).then(next);
+  };
+
+  Chart.prototype.refit = function () {
+    var self = this;
+    if (self.busy) { self.pending = true; return; }
+    self.busy = self.fit().catch(function (err) { console.warn("chart fit:", err); }).then(function () {
+      self.busy = null;
+      if (self.pending) { self.pending = false; self.refit(); }
+    });
+  };
+
+  var charts = [];
+  var observer = typeof ResizeObserver === "function" ? new ResizeObserver(function (entries) {
+    entries.forEach(function (entry) { if (entry.target.spectralChart) entry.target.spectralChart.refit(); });
+  }) : null;
+
+  function fitted(el, spec, opt) {
+    if (typeof el === "string") el = document.querySelector(el);
+    if (!el || !spec || typeof spec !== "object" || (opt && opt.mode && opt.mode !== "vega-lite")) {
+      return embed.apply(this, arguments);
+    }
+    var chart = new Chart(el, copy(spec), opt);
+    charts.push(chart);
+    return chart.draw(chart.spec, false).then(function (result) {
+      var box = el.parentElement;
+      if (box && observer) { box.spectralChart = chart; observer.observe(box); }
+      else chart.refit();
+      return result;
+    });
+  }
+
+  /* how many charts are being drawn again now (the browser test waits for none) */
+  fitted.refitting = function () { return charts.filter(function (c) { return c.busy; }).length; };
+  fitted.spectralFitted = true;
+  Object.keys(embed).forEach(function (k) { fitted[k] = embed[k]; });
+  window.vegaEmbed = fitted;
+})();
