@@ -163,3 +163,32 @@ def test_results_page_shows_its_picture_first_with_every_verdict_in_view(browser
     assert verdicts and all(v["text"] for v in verdicts)
     hidden = [v for v in verdicts if not v["shown"] or v["left"] < 0 or v["right"] > layout["window"] + 1]
     assert not hidden, f"verdicts out of view at 390 px: {hidden[:3]}"
+
+
+# -- search results ------------------------------------------------------------------------------------------------
+
+_RAW_TEX = r"\\[A-Za-z()\[\]|]|[_^]\{"
+
+
+def test_search_snippets_read_tex_as_text(browser):
+    page = browser.new_page()
+    page.set_content("<!doctype html><html><body></body></html>")
+    page.add_script_tag(path=str(STATIC / "search_snippets.js"))
+    samples = [r"the ratio \(|\lambda_2|/|\lambda_1|\) of", r"\(\lVert W \rVert_2 \le 1\)",
+               r"\[ J_{\mathrm{mlp}} S + x^{\top} \mathbb{R}^{d\times d} \]", r"\(\frac{1}{\sqrt{d}}\), \(\sigma_{\min}(A)\)"]
+    plain = [page.evaluate("(t) => window.spectralPlainTex(t)", t) for t in samples]
+    page.close()
+    assert plain == ["the ratio |λ₂|/|λ₁| of", "‖ W ‖₂ ≤ 1", " Jₘₗₚ S + xᵀ ℝ^(d× d) ", "1/(√d), σₘᵢₙ(A)"]
+
+
+def test_search_results_show_no_raw_tex(browser, site_url):
+    import re
+
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(f"{site_url}/search.html?q=eigenvalue", wait_until="load")
+    page.wait_for_function("document.querySelectorAll('#search-results p.context').length >= 3", timeout=60_000)
+    page.wait_for_timeout(500)
+    snippets = page.evaluate("[...document.querySelectorAll('#search-results p.context')].map(p => p.textContent)")
+    page.close()
+    raw = [s for s in snippets if re.search(_RAW_TEX, s)]
+    assert not raw, f"search snippets with raw TeX: {raw[:3]}"
