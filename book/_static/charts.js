@@ -128,6 +128,7 @@
      when the room grew */
   Chart.prototype.fit = function () {
     var self = this, avail = room(self.el);
+    if (window.matchMedia && window.matchMedia("print").matches) return Promise.resolve();  // print.css fits them
     if (avail <= 0 || (self.fittedTo !== null && Math.abs(avail - self.fittedTo) < 2)) return Promise.resolve();
     var grew = self.fittedTo !== null && avail > self.fittedTo, steps = 0;
     self.fittedTo = avail;
