@@ -35,7 +35,7 @@
   }
 
   function drawnWidth(el) {
-    var svg = el.querySelector("svg.marks, canvas.marks, svg, canvas");
+    var svg = el.querySelector("svg.marks") || el.querySelector("canvas.marks");  // not the menu's icon
     return svg ? svg.getBoundingClientRect().width : 0;
   }
 
@@ -124,13 +124,13 @@
     return embed(self.el, copy(spec), self.opt).then(function (result) { self.result = result; return result; });
   };
 
-  /* draw the chart narrower until it fits its room (or MAX_STEPS draws are spent); from the book's spec again
-     when the room grew */
+  /* draw the chart narrower until it fits its room (or MAX_STEPS draws are spent), starting from the book's spec
+     whenever the room changed */
   Chart.prototype.fit = function () {
     var self = this, avail = room(self.el);
     if (window.matchMedia && window.matchMedia("print").matches) return Promise.resolve();  // print.css fits them
     if (avail <= 0 || (self.fittedTo !== null && Math.abs(avail - self.fittedTo) < 2)) return Promise.resolve();
-    var grew = self.fittedTo !== null && avail > self.fittedTo, steps = 0;
+    var steps = 0;
     self.fittedTo = avail;
     function next() {
       var need = drawnWidth(self.el);
@@ -141,7 +141,7 @@
       else narrow(spec, share * 0.98);
       return self.draw(spec, true).then(next);
     }
-    return (grew && self.drawn !== self.spec ? self.draw(self.spec, false) : Promise.resolve()).then(next);
+    return (self.drawn !== self.spec ? self.draw(self.spec, false) : Promise.resolve()).then(next);
   };
 
   Chart.prototype.refit = function () {
