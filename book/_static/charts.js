@@ -8,7 +8,8 @@
 
    1. panels stacked: a faceted or concatenated chart gets fewer columns, charts side by side go one above the
       other, legends go under the plot with one entry a line, and title and subtitle lines are wrapped to the room;
-   2. plots narrowed: every view's width shrinks (to 120 px at the least), text keeps its size.
+   2. plots narrowed: every view's width shrinks (to 100 px at the least), text keeps its size;
+   3. the last draw: long labels of a vertical band axis (model names) are broken into lines, its rows made taller.
 
    The chart is never scaled down as a picture, so its text keeps the theme's sizes (lib/page/plotting.py: 11 px
    tick and legend labels, 12 px titles) on every screen; whatever is still wider scrolls inside its output box.
@@ -19,9 +20,9 @@
   var embed = window.vegaEmbed;
   if (typeof embed !== "function" || embed.spectralFitted) return;
 
-  var CHAR_PX = 6.4;      // mean width of a character of an 11-12 px title line, for wrapping lines to the room
-  var MIN_PLOT = 120;     // px: a plot narrows to no less than this (or its width in the book, if smaller)
-  var MAX_STEPS = 4;      // draws per fit, at most
+  var CHAR_PX = {text: 7.8, subtitle: 6.4};  // mean width of a character of a title (13 px bold), a subtitle (11 px)
+  var MIN_PLOT = 100;     // px: a plot narrows to no less than this (or its width in the book, if smaller)
+  var MAX_STEPS = 4;      // draws per fit, at most (the last one is step 3)
 
   function copy(x) { return JSON.parse(JSON.stringify(x)); }
 
@@ -48,14 +49,15 @@
     return lines;
   }
 
-  function wrapTitle(spec, chars) {
+  function wrapTitle(spec, avail) {
     var t = spec.title;
     if (!t) return;
     if (typeof t === "string" || Array.isArray(t)) t = spec.title = {text: t};
     ["text", "subtitle"].forEach(function (k) {
       if (t[k] === undefined) return;
       var joined = [].concat(t[k]).join(" ");
-      if (joined.length > chars) t[k] = wrap(joined, chars);
+      var most = Math.max(20, Math.floor(avail / CHAR_PX[k]));
+      if (joined.length > most) t[k] = wrap(joined, most);
     });
   }
 
@@ -76,23 +78,42 @@
 
   /* step 1: fewer columns, side by side becomes stacked, titles wrapped (every level of the spec), legends under
      the plot in one column */
-  function stack(spec, share, chars) {
+  function stack(spec, share, avail) {
     stackLegends(spec);
     spec.config = spec.config || {};
-    spec.config.legend = Object.assign({}, spec.config.legend, {orient: "bottom", columns: 1});
-    stackViews(spec, share, chars);
+    spec.config.legend = Object.assign({}, spec.config.legend, {orient: "bottom", columns: 1,
+      layout: {bottom: {anchor: "start", direction: "vertical"}}});  // several legends: one under the other
+    stackViews(spec, share, avail);
   }
 
-  function stackViews(spec, share, chars) {
+  function stackViews(spec, share, avail) {
     if (!spec || typeof spec !== "object") return;
     if (Array.isArray(spec.hconcat)) { spec.vconcat = spec.hconcat; delete spec.hconcat; }
     if (typeof spec.columns === "number" && spec.columns > 1) {
       spec.columns = Math.max(1, Math.floor(spec.columns * share));
     }
-    wrapTitle(spec, chars);
+    wrapTitle(spec, avail);
     ["spec", "layer", "vconcat", "concat", "hconcat"].forEach(function (k) {
-      [].concat(spec[k] || []).forEach(function (s) { stackViews(s, share, chars); });
+      [].concat(spec[k] || []).forEach(function (s) { stackViews(s, share, avail); });
     });
+  }
+
+  /* step 3: long labels of a vertical band axis (model names) on lines of about 16 characters, broken at spaces,
+     with rows tall enough for three lines */
+  function wrapLabels(spec) {
+    spec.config = spec.config || {};
+    spec.config.axisY = Object.assign({}, spec.config.axisY,
+                                      {labelExpr: "split(replace(datum.label, /(.{16,}?) /g, '$1\\n'), '\\n')"});
+    (function taller(s) {
+      if (!s || typeof s !== "object") return;
+      var y = s.encoding && s.encoding.y;
+      if (y && (y.type === "nominal" || y.type === "ordinal")) {
+        if (typeof s.height === "number") s.height = Math.round(s.height * 2.4);
+        else if (s.height && typeof s.height.step === "number") s.height = {step: Math.round(s.height.step * 2.4)};
+        else if (s.height === undefined) s.height = {step: 44};
+      }
+      ["spec", "layer", "vconcat", "concat", "hconcat"].forEach(function (k) { [].concat(s[k] || []).forEach(taller); });
+    })(spec);
   }
 
   /* step 2: every view's numeric width times share (a plot keeps at least MIN_PLOT px) */
@@ -137,8 +158,9 @@
       if (need <= avail + 1 || steps >= MAX_STEPS) return null;
       steps += 1;
       var spec = copy(self.drawn), share = avail / need;
-      if (!self.stacked) stack(spec, share, Math.max(24, Math.floor(avail / CHAR_PX)));
-      else narrow(spec, share * 0.98);
+      if (!self.stacked) stack(spec, share, avail);
+      else if (steps === MAX_STEPS) wrapLabels(spec);
+      else narrow(spec, share * 0.95);
       return self.draw(spec, true).then(next);
     }
     return (self.drawn !== self.spec ? self.draw(self.spec, false) : Promise.resolve()).then(next);
