@@ -6,8 +6,9 @@
    opens) and the chart does not fit, it is drawn again from its original spec, narrower, in these steps, each
    taken only while the chart is still too wide:
 
-   1. panels stacked: a faceted or concatenated chart gets fewer columns, charts side by side go one above the
-      other, legends go under the plot with one entry a line, and title and subtitle lines are wrapped to the room;
+   1. panels stacked: a faceted or concatenated chart gets fewer columns (a row of panels wraps), charts side by side go one above the
+      other, legends go under the plot with one entry a line, and titles (the chart's, its subtitle, long axis
+      titles) are wrapped to the room;
    2. plots narrowed: every view's width shrinks (to 100 px at the least), text keeps its size;
    3. the last draw: long labels of a vertical band axis (model names) are broken into lines, its rows made taller.
 
@@ -20,7 +21,8 @@
   var embed = window.vegaEmbed;
   if (typeof embed !== "function" || embed.spectralFitted) return;
 
-  var CHAR_PX = {text: 7.8, subtitle: 6.4};  // mean width of a character of a title (13 px bold), a subtitle (11 px)
+  var CHAR_PX = {text: 7.8, subtitle: 6.4, axis: 7.2};  // mean width of a character: title (13 px bold), subtitle
+                                                         // (11 px), axis title (12 px bold)
   var MIN_PLOT = 100;     // px: a plot narrows to no less than this (or its width in the book, if smaller)
   var MAX_STEPS = 4;      // draws per fit, at most (the last one is step 3)
 
@@ -89,10 +91,29 @@
   function stackViews(spec, share, avail) {
     if (!spec || typeof spec !== "object") return;
     if (Array.isArray(spec.hconcat)) { spec.vconcat = spec.hconcat; delete spec.hconcat; }
+    // a row of panels (facet by column, without rows) becomes a wrapped facet
+    var enc = spec.encoding || {};
+    if (spec.facet && spec.facet.column && !spec.facet.row) {
+      spec.facet = spec.facet.column;
+      spec.columns = share < 0.6 ? 1 : 2;
+    } else if (enc.column && !enc.row) {
+      enc.facet = enc.column;
+      delete enc.column;
+      spec.columns = share < 0.6 ? 1 : 2;
+    }
     if (typeof spec.columns === "number" && spec.columns > 1) {
       spec.columns = Math.max(1, Math.floor(spec.columns * share));
     }
     wrapTitle(spec, avail);
+    Object.keys(enc).forEach(function (channel) {  // long axis titles on lines
+      [].concat(enc[channel]).forEach(function (def) {
+        var most = Math.max(20, Math.floor(avail / CHAR_PX.axis));
+        if (def && typeof def.title === "string" && def.title.length > most) def.title = wrap(def.title, most);
+        if (def && def.axis && typeof def.axis.title === "string" && def.axis.title.length > most) {
+          def.axis.title = wrap(def.axis.title, most);
+        }
+      });
+    });
     ["spec", "layer", "vconcat", "concat", "hconcat"].forEach(function (k) {
       [].concat(spec[k] || []).forEach(function (s) { stackViews(s, share, avail); });
     });
@@ -104,15 +125,20 @@
     spec.config = spec.config || {};
     spec.config.axisY = Object.assign({}, spec.config.axisY,
                                       {labelExpr: "split(replace(datum.label, /(.{16,}?) /g, '$1\\n'), '\\n')"});
+    function bandY(s) {
+      var y = s.encoding && s.encoding.y;
+      return (y && (y.type === "nominal" || y.type === "ordinal")) || (s.layer || []).some(bandY);
+    }
     (function taller(s) {
       if (!s || typeof s !== "object") return;
-      var y = s.encoding && s.encoding.y;
-      if (y && (y.type === "nominal" || y.type === "ordinal")) {
+      if (s.mark || s.layer) {  // a view (a layer's parts share its height)
+        if (!bandY(s)) return;
         if (typeof s.height === "number") s.height = Math.round(s.height * 2.4);
         else if (s.height && typeof s.height.step === "number") s.height = {step: Math.round(s.height.step * 2.4)};
-        else if (s.height === undefined) s.height = {step: 44};
+        else if (s.height === undefined && s.mark) s.height = {step: 44};
+        return;
       }
-      ["spec", "layer", "vconcat", "concat", "hconcat"].forEach(function (k) { [].concat(s[k] || []).forEach(taller); });
+      ["spec", "vconcat", "concat", "hconcat"].forEach(function (k) { [].concat(s[k] || []).forEach(taller); });
     })(spec);
   }
 
@@ -138,11 +164,17 @@
   }
 
   Chart.prototype.draw = function (spec, stacked) {
-    var self = this;
-    if (self.result) { self.result.finalize(); self.el.innerHTML = ""; }
+    var self = this, before = {spec: self.drawn, stacked: self.stacked};
+    if (self.result) { self.result.finalize(); self.el.innerHTML = ""; self.result = null; }
     self.drawn = spec;
     self.stacked = stacked;
-    return embed(self.el, copy(spec), self.opt).then(function (result) { self.result = result; return result; });
+    return embed(self.el, copy(spec), self.opt).then(function (result) { self.result = result; return result; },
+      function (err) {  // a narrower spec Vega-Lite cannot draw: the one drawn before, and no further steps
+        if (!before.spec) throw err;
+        console.warn("chart fit: " + err);
+        self.el.innerHTML = "";
+        return self.draw(before.spec, before.stacked).then(function () { throw err; });
+      });
   };
 
   /* draw the chart narrower until it fits its room (or MAX_STEPS draws are spent), starting from the book's spec
@@ -169,7 +201,7 @@
   Chart.prototype.refit = function () {
     var self = this;
     if (self.busy) { self.pending = true; return; }
-    self.busy = self.fit().catch(function (err) { console.warn("chart fit:", err); }).then(function () {
+    self.busy = self.fit().catch(function () { /* drawn as before (draw), nothing more to do */ }).then(function () {
       self.busy = null;
       if (self.pending) { self.pending = false; self.refit(); }
     });
