@@ -46,11 +46,11 @@ _OVERFLOWING = """() => {
         if (e.ownerSVGElement) continue;   // an SVG counts as one box (its own overflow is hidden)
         if (!e.getClientRects().length || !past(e) || e.getBoundingClientRect().width < 1) continue;
         if (getComputedStyle(e).visibility === 'hidden') continue;
-        // held: a box on the way up that scrolls or clips it and itself ends inside the window
+        // held: a box on the way up that scrolls or clips it and itself ends inside the window (a table's scroller)
         let held = false;
         for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
             if (getComputedStyle(a).position === 'fixed' && a.getBoundingClientRect().left >= vw) { held = true; break; }
-            if (ox(a) !== 'visible') { held = !past(a); break; }
+            if (ox(a) !== 'visible' && !past(a)) { held = true; break; }
         }
         if (held) continue;
         flagged.add(e);

@@ -6,7 +6,8 @@
    opens) and the chart does not fit, it is drawn again from its original spec, narrower, in these steps, each
    taken only while the chart is still too wide:
 
-   1. panels stacked: a faceted or concatenated chart gets fewer columns (a row of panels wraps), charts side by side go one above the
+   1. panels stacked: a faceted or concatenated chart gets fewer columns (a row of panels wraps, a grid wider
+      than tall is transposed), charts side by side go one above the
       other, legends go under the plot with one entry a line, and titles (the chart's, its subtitle, long axis
       titles) are wrapped to the room;
    2. plots narrowed: every view's width shrinks (to 100 px at the least), text keeps its size;
@@ -40,6 +41,11 @@
   function drawnWidth(el) {
     var svg = el.querySelector("svg.marks") || el.querySelector("canvas.marks");  // not the menu's icon
     return svg ? svg.getBoundingClientRect().width : 0;
+  }
+
+  function drawnHeight(el) {
+    var svg = el.querySelector("svg.marks") || el.querySelector("canvas.marks");
+    return svg ? svg.getBoundingClientRect().height : 0;
   }
 
   function wrap(text, chars) {
@@ -80,15 +86,15 @@
 
   /* step 1: fewer columns, side by side becomes stacked, titles wrapped (every level of the spec), legends under
      the plot in one column */
-  function stack(spec, share, avail) {
+  function stack(spec, share, avail, landscape) {
     stackLegends(spec);
     spec.config = spec.config || {};
     spec.config.legend = Object.assign({}, spec.config.legend, {orient: "bottom", columns: 1,
       layout: {bottom: {anchor: "start", direction: "vertical"}}});  // several legends: one under the other
-    stackViews(spec, share, avail);
+    stackViews(spec, share, avail, landscape);
   }
 
-  function stackViews(spec, share, avail) {
+  function stackViews(spec, share, avail, landscape) {
     if (!spec || typeof spec !== "object") return;
     if (Array.isArray(spec.hconcat)) { spec.vconcat = spec.hconcat; delete spec.hconcat; }
     // a row of panels (facet by column, without rows) becomes a wrapped facet
@@ -96,6 +102,10 @@
     if (spec.facet && spec.facet.column && !spec.facet.row) {
       spec.facet = spec.facet.column;
       spec.columns = share < 0.6 ? 1 : 2;
+    } else if (spec.facet && spec.facet.column && spec.facet.row && landscape) {  // a grid wider than tall:
+      var row = spec.facet.row;                                                    // its columns become rows
+      spec.facet.row = spec.facet.column;
+      spec.facet.column = row;
     } else if (enc.column && !enc.row) {
       enc.facet = enc.column;
       delete enc.column;
@@ -115,7 +125,7 @@
       });
     });
     ["spec", "layer", "vconcat", "concat", "hconcat"].forEach(function (k) {
-      [].concat(spec[k] || []).forEach(function (s) { stackViews(s, share, avail); });
+      [].concat(spec[k] || []).forEach(function (s) { stackViews(s, share, avail, landscape); });
     });
   }
 
@@ -190,7 +200,7 @@
       if (need <= avail + 1 || steps >= MAX_STEPS) return null;
       steps += 1;
       var spec = copy(self.drawn), share = avail / need;
-      if (!self.stacked) stack(spec, share, avail);
+      if (!self.stacked) stack(spec, share, avail, need > drawnHeight(self.el));
       else if (steps === MAX_STEPS) wrapLabels(spec);
       else narrow(spec, share * 0.95);
       return self.draw(spec, true).then(next);
