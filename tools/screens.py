@@ -6,7 +6,7 @@
   panels and narrows their plots on a small screen).
 * :func:`small_chart_text`: axis and legend text of the charts drawn smaller than :data:`MIN_TEXT_PX` on the screen
   (the font size times the scale at which the chart's SVG is shown).
-* :func:`glaring_charts`: in dark mode, charts still drawn on a white background or with black text.
+* :func:`glaring_charts`: in dark mode, charts still drawn on a white or light background or with black text.
 
 ``tests/browser/test_screens.py`` runs them on every page of the built site. By hand::
 
@@ -103,7 +103,8 @@ _GLARING = """() => {
     for (const e of document.querySelectorAll('.vega-embed')) {
         const svg = e.querySelector('svg.marks');
         if (!svg || !svg.getClientRects().length) continue;
-        const bg = lum(getComputedStyle(svg).backgroundColor);
+        let bg = null;   // the first background behind the chart that is not transparent: its own, or a box's
+        for (let a = svg; a && bg === null; a = a.parentElement) bg = lum(getComputedStyle(a).backgroundColor);
         const dark = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim()
             && (lum(getComputedStyle(t).fill) ?? 1) < 0.05).length;
         if ((bg !== null && bg > 0.5) || dark) out.push({title: title(e), background_luminance: bg, dark_texts: dark});
@@ -155,8 +156,9 @@ def dark_mode(page: Page) -> None:
 
 
 def glaring_charts(page: Page) -> list[dict[str, Any]]:
-    """Charts of ``page`` drawn on a light background (relative luminance over 0.5) or with near-black text:
-    ``title``, ``background_luminance`` (``None`` when transparent) and ``dark_texts`` (how many)."""
+    """Charts of ``page`` drawn on a light background (relative luminance over 0.5: the SVG's own, or the first box
+    behind it that has one, such as the theme's panel under HTML outputs) or with near-black text: ``title``,
+    ``background_luminance`` (``None`` when nothing behind it has a colour) and ``dark_texts`` (how many)."""
     return page.evaluate(_GLARING)
 
 

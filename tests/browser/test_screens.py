@@ -47,9 +47,13 @@ def site_url(built_site):
 # -- the checks on pages of their own (no built site needed) ------------------------------------------------------
 
 _PAGE = """<!doctype html><html lang="en" data-theme="light"><head><meta charset="utf-8"><title>t</title>
-<style>body {{ margin: 0 }} article {{ padding: 0 16px }} .cell_output {{ overflow-x: auto }}</style></head>
-<body><main><article class="bd-article">
-  <div class="cell_output"><div class="output"><div id="chart"></div></div></div>
+<style>body {{ margin: 0 }} article {{ padding: 0 16px }} .cell_output {{ overflow-x: auto }}
+  /* as pydata-sphinx-theme 0.17 does: HTML outputs on a light panel in dark mode */
+  html[data-theme=dark] body {{ background: #14181e }}
+  html[data-theme=dark] .bd-content div.cell_output .text_html:not(:has(table.dataframe)) {{ background-color: #ced6dd }}
+</style></head>
+<body><main class="bd-content"><article class="bd-article">
+  <div class="cell_output"><div class="output text_html"><div id="chart"></div></div></div>
   {extra}
 </article></main></body></html>"""
 
