@@ -3,7 +3,9 @@
 * **Vega.** Altair's ``html`` renderer loads Vega, Vega-Lite and Vega-Embed from a CDN unless
   ``window.VEGA_DEBUG`` already records their versions and a global ``vegaEmbed`` exists. At build
   time we write :func:`lib.page.plotting.vega_bundle_script` to one local script and load it in every
-  page's ``<head>`` before any chart.
+  page's ``<head>`` before any chart. Right after it, ``book/_static/charts.js`` wraps ``vegaEmbed``: a chart
+  wider than its output box (a phone) is drawn again with its panels stacked and its plots narrower, never
+  scaled down, so its text keeps its size; ``charts.css`` gives the charts the dark theme's colours.
 * **Notebooks.** The download button offers every chapter as an executed ``.ipynb`` (which
   ``plain_notebooks.py`` then rewrites in plain Markdown, for front ends without MyST).
 * **MathJax.** ``make vendor`` unpacks MathJax 3 from the npm registry into ``.vendor/mathjax``;
@@ -23,6 +25,10 @@ from sphinx.errors import ExtensionError
 from lib.page.plotting import vega_bundle_script
 
 VEGA_SCRIPT = "vega-offline.js"
+CHARTS_SCRIPT = "charts.js"
+"""book/_static/charts.js: wraps ``vegaEmbed`` so that a chart too wide for the screen is drawn again narrower."""
+CHARTS_STYLE = "charts.css"
+"""book/_static/charts.css: the charts' colours in dark mode."""
 MATHJAX_ENTRY = "mathjax/tex-mml-chtml.js"
 
 
@@ -32,6 +38,9 @@ def _add_vega(app: Sphinx) -> None:
     (static / VEGA_SCRIPT).write_text(vega_bundle_script(), encoding="utf-8")
     app.config.html_static_path.append(str(static))
     app.add_js_file(VEGA_SCRIPT, priority=100)
+    # right after it, before any chart is drawn: charts that fit the reader's screen and follow the dark theme
+    app.add_js_file(CHARTS_SCRIPT, priority=101)
+    app.add_css_file(CHARTS_STYLE)
 
 
 def _add_mathjax(app: Sphinx) -> None:

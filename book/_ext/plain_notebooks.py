@@ -94,21 +94,29 @@ def site_index(env: BuildEnvironment, url: str = "") -> SiteIndex:
     return index
 
 
-def header(title: str, url: str, doc: str) -> str:
-    """The first markdown cell of a rendered chapter: what this notebook is."""
+def header(title: str, url: str, doc: str, repo: str = "") -> str:
+    """The first markdown cell of a rendered chapter: what this notebook is, and how to run it (the cells import
+    the book's package ``lib``, which a downloaded notebook does not carry): the Colab button of the chapter's
+    page, or the repository's README (``repo``: its address, ``""`` when unknown)."""
     page = f"[the book's site]({url}{doc}.html)" if url else "the book's site"
+    readme = f"[the repository's README]({repo.rstrip('/')}#readme)" if repo else "the repository's README"
     return (f"*Spectral dynamics of transformers*: **{title}**\n\n"
             "This notebook is the page written for notebook front ends without MyST (Colab, VS Code, "
             "Jupyter): boxes, solutions (closed until clicked), numbered figures, exercises and equations, "
             f"and cross-references read as on {page}. **The numbers in the text are the values computed "
             "when the book was built** (hover over one to see its name); running the cells recomputes "
             "every output below, but not the text. JupyterLab with jupyterlab-myst (`make lab`) shows the "
-            "MyST source live instead.")
+            "MyST source live instead.\n\n"
+            "**To run it**, the cells need the book's Python package `lib` and its pinned libraries: open the "
+            f"chapter in Colab with the Colab button at the top of its page on {page} (the Colab edition's first "
+            f"cell installs them), or clone the repository and follow {readme} (`make lab`; everything runs "
+            "offline on a CPU).")
 
 
-def rendered_chapter(build: Path, pagename: str, index: SiteIndex) -> nbformat.NotebookNode | None:
+def rendered_chapter(build: Path, pagename: str, index: SiteIndex, repo: str = "") -> nbformat.NotebookNode | None:
     """The chapter ``pagename`` rendered from the executed notebook and glue data of the build in ``build``
-    (``_build``: its ``jupyter_execute/``), or ``None`` if it has none."""
+    (``_build``: its ``jupyter_execute/``), or ``None`` if it has none; ``repo`` is the repository's address
+    for the first cell's pointer to its README."""
     executed = Path(build) / "jupyter_execute" / f"{pagename}.ipynb"
     if not executed.is_file():
         return None
@@ -116,7 +124,7 @@ def rendered_chapter(build: Path, pagename: str, index: SiteIndex) -> nbformat.N
     glue = executed.with_name(executed.stem + ".glue.json")
     values = values_from_glue(json.loads(glue.read_text(encoding="utf-8"))) if glue.is_file() else {}
     title = index.pages.get(pagename, pagename)
-    out = render_notebook(nb, pagename, index, values, header=header(title, index.site_url, pagename))
+    out = render_notebook(nb, pagename, index, values, header=header(title, index.site_url, pagename, repo))
     for key in ("jupytext", "source_map"):
         out.metadata.pop(key, None)
     nbformat.validate(out)
@@ -138,7 +146,8 @@ def write_rendered(app: Sphinx, pagename: str, templatename: str, context: dict,
     if app.builder.format != "html":
         return
     try:
-        nb = rendered_chapter(Path(app.outdir).parent, pagename, _index(app))
+        repo = (app.config.html_theme_options or {}).get("repository_url", "") or ""
+        nb = rendered_chapter(Path(app.outdir).parent, pagename, _index(app), repo)
     except RenderError as exc:
         raise ExtensionError(f"plain notebook of {pagename}: {exc}") from exc
     if nb is None:

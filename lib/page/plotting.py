@@ -22,11 +22,13 @@ __all__ = [
     "BOOK_THEME",
     "BOTTOM_LEGEND",
     "EIGEN_COLORS",
+    "LABEL_PX",
     "NULL_COLOR",
     "OFFLINE_RENDERER",
     "OTHER_COLORS",
     "RANDOM_COLORS",
     "SUBTITLE_CHARS",
+    "TITLE_PX",
     "TRAINED_COLOR",
     "configure_renderer",
     "eigenvalue_chart",
@@ -157,6 +159,10 @@ def model_color(field: str, labels: Sequence[object], *, title: str | None = Non
 
 
 BOOK_THEME = "spectral-book"
+LABEL_PX = 11
+"""Tick and legend labels, in px (the book theme's; Vega's default is 10)."""
+TITLE_PX = 12
+"""Axis, legend and facet titles and facet headers, in px (Vega's default is 11, facet headers 10)."""
 SUBTITLE_CHARS = 96
 """Subtitle lines are wrapped at this many characters (about 560 px at Vega's 11 px subtitle font), so
 that a long list of models cannot widen a chart beyond the page's text column."""
@@ -174,9 +180,17 @@ def _book_theme() -> alt.theme.ThemeConfig:
     from assistive technology (``mark.aria: false``). Vega would otherwise give every point, bar and rule its
     own label (thousands on a page of eigenvalue clouds, in raw column names and twelve-digit numbers), and a
     layer left with no data in one panel of a faceted chart an unnamed ``graphics-symbol`` (axe's
-    svg-img-alt). Most figures also give their numbers in a table behind a click."""
-    return {"config": {"mark": {"aria": False}, "legend": {"labelLimit": 0, "titleLimit": 0},
-                       "axis": {"labelLimit": 320}, "axisXDiscrete": {"labelAngle": 0}}}
+    svg-img-alt). Most figures also give their numbers in a table behind a click.
+
+    Text is a size a reader takes in at a glance: tick and legend labels :data:`LABEL_PX` (Vega's default is 10 px),
+    axis, legend and facet titles :data:`TITLE_PX` (11 px). The site draws each chart at its own size (never scaled
+    down: a chart too wide for a phone scrolls in its box or is re-laid out, ``book/_static/charts.js``), so these
+    are the sizes on the screen; ``tests/browser/test_screens.py`` measures them."""
+    return {"config": {"mark": {"aria": False},
+                       "legend": {"labelLimit": 0, "titleLimit": 0, "labelFontSize": LABEL_PX, "titleFontSize": TITLE_PX},
+                       "axis": {"labelLimit": 320, "labelFontSize": LABEL_PX, "titleFontSize": TITLE_PX},
+                       "header": {"labelFontSize": TITLE_PX, "titleFontSize": TITLE_PX},
+                       "axisXDiscrete": {"labelAngle": 0}}}
 
 
 def configure_renderer() -> str:

@@ -214,3 +214,14 @@ def test_the_html_build_writes_the_download_rendered(tmp_path):
     assert "Fig. 1.1" in page and "0.500" in page and "{eval}" not in page  # the site says the same
     written = colab.write_notebooks([book / "book" / "01_tiny.md"], tmp_path / "colab", REPO, site=site)
     assert [c.source for c in nbformat.read(written[0], as_version=4).cells[1:]] == [c.source for c in nb.cells]
+
+
+def test_the_downloaded_chapter_says_how_to_run_it():
+    """The .ipynb the download button offers imports the book's package: its first cell points to the Colab
+    button and to the repository's README (a reader who downloaded it had no way to know)."""
+    import plain_notebooks
+
+    text = plain_notebooks.header("1. The power method", "https://x.github.io/r/", "book/01_power_method",
+                                  "https://github.com/x/r")
+    assert "Colab button" in text and "(https://github.com/x/r#readme)" in text and "`make lab`" in text
+    assert "the repository's README" in plain_notebooks.header("t", "", "book/01_power_method")

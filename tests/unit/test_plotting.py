@@ -172,3 +172,11 @@ def test_a_line_on_top_is_drawn_last_and_dashed():
     assert layers[0]["transform"] == [{"filter": "(datum['variant'] !== 'power method')"}]
     with pytest.raises(ValueError, match="not a value"):
         plotting.line_chart(df, x="t", y="a", color="variant", model="toy", title="t", on_top="nope")
+
+
+def test_tick_and_legend_text_is_at_least_11_px():
+    """Vega's defaults (10 px tick and legend labels, 10 px facet headers) were too small to read at a glance."""
+    config = _chart().to_dict()["config"]
+    for part in ("axis", "legend"):
+        assert config[part]["labelFontSize"] >= 11 and config[part]["titleFontSize"] >= 12, part
+    assert config["header"]["labelFontSize"] >= 11
