@@ -246,13 +246,16 @@ def verdict_if(held: bool, *, otherwise: str = "not reproduced", when_held: str 
 def glue_claim(claim_id: str, *, models: str, measured: str, verdict: str) -> None:
     """Glue one Results-page row from the chapter that tests it (``display=False``: nothing is shown).
 
+    Glued with :func:`lib.page.prose.glue`, so a chapter's prose may quote its own verdict as
+    ``{eval}`claim_FG3_verdict``` in JupyterLab as on the site (myst-nb's glue alone left the lab a NameError).
+
     Args:
         claim_id: a :data:`CLAIMS` id.
         models: the models the chapter ran for this claim.
         measured: the measured values with their intervals or null ranges, as a short phrase.
         verdict: one of :data:`VERDICTS` (compute it from the numbers, e.g. with :func:`verdict_if`).
     """
-    from myst_nb import glue
+    from lib.page.prose import glue
 
     c = claim(claim_id)
     if verdict not in VERDICTS:

@@ -86,3 +86,17 @@ def test_chapter_prose_numbers_read_in_both_surfaces(chapter):
     assert "cell_metadata_filter: -user_expressions" in header, (
         f"{chapter.name}: saving in JupyterLab would write jupyterlab-myst's user_expressions into the file"
     )
+
+
+def test_a_glued_claim_can_be_quoted_in_the_lab():
+    """Chapter 4's Takeaway quotes ``{eval}`claim_FG3_verdict```: the lab showed a NameError, because
+    glue_claim glued for the site only."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        shell.run_cell("from lib.page.claims import glue_claim\n"
+                       "glue_claim('FG3', models='m', measured='x', verdict='partly reproduced')")
+        assert shell.run_cell("claim_FG3_verdict").result == "partly reproduced"
+    finally:
+        InteractiveShell.clear_instance()
