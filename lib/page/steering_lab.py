@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-from lib.chapters.steering_lab import ALPHAS, Lab
+from lib.chapters.steering_lab import ALPHAS, RETENTION_LOW, Lab, retention_points
 from lib.linalg import spectra
 from lib.methods import steering
 from lib.page.plotting import NULL_COLOR, OTHER_COLORS, titled
@@ -38,8 +38,9 @@ if TYPE_CHECKING:
     from lib.models import SpectralModel
 
 __all__ = ["BASELINE_LABEL", "QUANTITIES", "SERIES_COLORS", "TEXT_CHARS", "alpha_chart", "continuations_table",
-           "edit_table", "fluency_chart", "layer_table", "static_lab", "summary_chart", "sweep_table",
-           "target_chart", "tradeoff_chart", "tradeoff_table", "v_control_chart", "v_control_table", "widget_lab"]
+           "edit_table", "fluency_chart", "layer_table", "retention_finding", "static_lab", "summary_chart",
+           "sweep_table", "target_chart", "tradeoff_chart", "tradeoff_table", "v_control_chart", "v_control_table",
+           "widget_lab"]
 
 # -- one colour per series, in every figure of the chapter ---------------------------------------------------------
 BASELINE_LABEL = "b_d: alignment of a random direction"
@@ -459,3 +460,12 @@ def widget_lab(labs: dict[str, Lab], directions: dict[str, dict[str, steering.Di
     box = W.VBox([W.HBox([model_w, dir_w, word_w]), W.HBox([alpha_w, layer_w, matrix_w]), out])
     display(box)
     return box
+
+
+def retention_finding(flu: pd.DataFrame) -> str:
+    """The retention figure's finding, read off the curves of an encoder's
+    :func:`~lib.chapters.steering_lab.fluency` table by :func:`~lib.chapters.steering_lab.retention_points`
+    (plain text for a caption)."""
+    ret = retention_points(flu)
+    return (f"the eigen-edit keeps more up to edit strength {ret['eigen_ahead_until']:g}, and from "
+            f"{ret['both_lost_from']:g} on both keep less than {RETENTION_LOW:g} of them")

@@ -74,6 +74,8 @@ def test_retention_points_read_the_curves_not_a_typed_alpha():
     eig = [1, 0.568, 0.399, 0.215, 0.130, 0.079, 0.043, 0.028, 0.012]
     act = [1, 0.187, 0.107, 0.063, 0.049, 0.042, 0.038, 0.036, 0.035]
     assert sl.retention_points(_flu(eig, act)) == {"eigen_ahead_until": 50.0, "both_lost_from": 20.0}
+    assert sp.retention_finding(_flu(eig, act)) == ("the eigen-edit keeps more up to edit strength 50, and from 20 "
+                                                    "on both keep less than 0.1 of them")
     # a curve that dips below the level and comes back does not count as lost there
     bumpy = [1, 0.05, 0.2, 0.09, 0.08, 0.07, 0.06, 0.05, 0.04]
     assert sl.retention_points(_flu(bumpy, act))["both_lost_from"] == 5.0
