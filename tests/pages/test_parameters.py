@@ -136,6 +136,9 @@ def test_chapter_3_runs_on_a_readers_checkpoints_and_prompts(tmp_path, monkeypat
     assert glued["n_twins"] == "2" and glued["twin_seeds_txt"] == "5, 6"
     assert glued["n_layers"] == str(first.n_layers) and glued["dec_layers"] == str(second.n_layers)
     assert glued["d_minilm"] == str(first.d_model) and glued["dec_d"] == str(second.d_model)
+    assert glued["second_desc"] == second.label and glued["l1_kind"] in ("real", "complex")
+    for key in ("gaps_finding", "l1_finding", "l2_finding", "rnd_finding", "own_finds", "twin_worse"):
+        assert glued[key], key  # the Findings' phrases, decided from the tiny models' numbers
     takeaway = " ".join(glued[k] for k in ("tk_held", "tk_not_held", "tk_so"))
     assert "MiniLM" not in takeaway and "decoder" not in takeaway and first.label in takeaway
     page = json.dumps(nb, ensure_ascii=False)
