@@ -59,7 +59,7 @@ from lib.methods.alignment import (
 )
 from lib.methods.layer_spectra import summary_table
 from lib.models import load_model
-from lib.models.paper import MODEL_LIST_ENV, load_failure_message, random_albert
+from lib.models.paper import MODEL_LIST_ENV, ModelSpec, estimate_seconds, load_failure_message, random_albert
 from lib.models.twins import series_label
 from lib.stats import bootstrap_draws, bootstrap_ratio, empirical_p, equivalence_test
 
@@ -97,6 +97,7 @@ __all__ = [
     "null_range",
     "random_albert_spectra",
     "range_position",
+    "run_estimate",
     "run_paper_model",
     "select_source",
     "series_label",
@@ -798,3 +799,20 @@ def _analyse_paper_model(
         return replace(run, prompts=len(H), steps=shared_steps, convergence=conv)
     H, S = prompt_states(model, texts)
     return replace(run, prompts=len(H), layer_varying=layer_varying(model, H, S, eb, seed=seed))
+
+
+# -- a reader's model: the time it will take, before anything heavy starts --------------------------------------
+def run_estimate(model: Any, n_prompts: int, n_twins: int) -> str:
+    """One line: the estimated time of this chapter's token analyses for ``model`` and ``n_twins`` random-init twins
+    on ``n_prompts`` prompts, calibrated on this machine (:func:`lib.models.paper.estimate_seconds`: forward
+    passes, eigendecompositions, simplified steps), with what would shorten it. Memory is checked by
+    :func:`lib.load_model` itself, before the weights are read."""
+    params_m = sum(p.numel() for p in model.hf_model.parameters()) / 1e6
+    spec = ModelSpec(model.label, model.d_model, model.n_layers, False, params_m)
+    secs = estimate_seconds([spec] * (1 + n_twins), n_prompts=n_prompts)
+    line = (f"{model.label}: {params_m:.1f}M parameters, d = {model.d_model}, {model.n_layers} layers; with "
+            f"{n_twins} twins on {n_prompts} prompts, about {secs / 60:.1f} min on this machine (a rough estimate)")
+    if secs > 600:
+        line += ("; to shorten it: fewer prompts (a text file in `prompts`), fewer `twin_seeds`, or "
+                 "device = \"cuda\" with dtype = \"bfloat16\" (the forward passes only; every eig stays on the CPU)")
+    return line + "."

@@ -12,9 +12,13 @@ sample with ``numpy.random.default_rng(seed)``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
-__all__ = ["PROMPTS", "prompts"]
+from lib.errors import InputError
+
+__all__ = ["PROMPTS", "load_prompts", "prompts"]
 
 PROMPTS: tuple[str, ...] = (
     'The kettle clicked off just as the phone began to ring.',
@@ -263,3 +267,23 @@ def prompts(n: int | None = None, seed: int = 0) -> list[str]:
         raise ValueError(f"n must be between 0 and {len(PROMPTS)} (the size of the prompt set), got {n}")
     order = np.random.default_rng(seed).permutation(len(PROMPTS))
     return [PROMPTS[i] for i in order[:n]]
+
+
+def load_prompts(source: str | Path | None = None) -> list[str]:
+    """The prompt set a chapter's parameters cell names: ``None`` for the book's (:func:`prompts`, all of them),
+    or a UTF-8 text file of the reader's, one prompt per line (blank lines and surrounding spaces dropped).
+
+    Raises:
+        InputError: the file does not exist, is not a file, or holds no prompt.
+    """
+    if source is None:
+        return prompts()
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise InputError(f"prompts file {str(path)!r} not found (give a text file with one prompt per line, "
+                         "or None for the book's prompts)")
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    texts = [line for line in lines if line]
+    if not texts:
+        raise InputError(f"prompts file {str(path)!r} holds no prompt (one prompt per line; blank lines are skipped)")
+    return texts

@@ -21,7 +21,8 @@ and :func:`shared_run_row` (3.2), :func:`gamma_rho_table` (3.3), :func:`overview
 **Prose.** The values the chapter glues into its text, by glue name: :func:`gamma_rho_glue`,
 :func:`build_up_glue`, :func:`direction_glue`, with the phrases they use (:func:`layer_list`, :func:`beat_phrase`,
 :func:`p_phrase`, :func:`build_up_text`, :func:`build_up_summary`) and the offline build's note
-(:func:`offline_message`).
+(:func:`offline_message`). The Takeaway's lines are decided from the loaded models' numbers by :func:`takeaway`
+(:func:`display_name` names the models in them).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ __all__ = [
     "depth_profile_chart",
     "direction_glue",
     "direction_table",
+    "display_name",
     "gamma_rho_chart",
     "gamma_rho_glue",
     "gamma_rho_table",
@@ -85,6 +87,7 @@ __all__ = [
     "short_label",
     "spectrum_summary_chart",
     "table_formats",
+    "takeaway",
 ]
 
 # -- charts ----------------------------------------------------------------------------------------------------
@@ -686,3 +689,111 @@ def offline_message() -> str:
     return ("Offline build: the paper's checkpoints were skipped. Set SPECTRAL_BOOK_REAL_MODELS=1 (with network "
             "access) to run " + ", ".join(s.hub_id for s in PAPER_MODELS) + ".\n"
             f"Estimated time for all of them on this machine: {estimate_seconds(PAPER_MODELS) / 60:.0f} min.")
+
+
+# -- the Takeaway, decided from the numbers (any model of the parameters cell) ---------------------------------
+_DISPLAY_NAMES = {"minilm": "MiniLM", "book-decoder": "decoder"}
+"""How the prose names the offline stand-ins; any other model goes by its label."""
+LA7_HELD = ("reproduced", "partly reproduced")
+"""The LA7 verdicts (:func:`lib.chapters.real_models.direction_verdict`) under which the tilt counts as held."""
+
+
+def display_name(source: str, model: Any) -> str:
+    """The prose's name of a model loaded from ``source`` (the parameters cell's string): ``"MiniLM"`` and
+    ``"decoder"`` for the offline stand-ins, else the model's ``label``."""
+    return _DISPLAY_NAMES.get(source, model.label)
+
+
+def _possessive(name: str) -> str:
+    return "the decoder's" if name == "decoder" else f"{name}'s"
+
+
+class RateCheck(NamedTuple):
+    """One iterated layer of section 3.2 as the Takeaway quotes it: its 1-based ``layer``, whether its λ₁ is
+    ``complex``, the ``fitted`` and ``predicted`` rates (as printed), whether the fit ``agrees`` (LA5's margin
+    rule) and its ``figure`` reference."""
+
+    layer: int
+    complex: bool
+    fitted: str
+    predicted: str
+    agrees: bool
+    figure: str
+
+
+def takeaway(names: tuple[str, str], rates: tuple[RateCheck, RateCheck], la7: dict[str, dict[str, Any]],
+             n_layers: int, la7_figures: str, real: dict[str, Any]) -> dict[str, str]:
+    """The Takeaway's ``held``, ``not_held`` and ``so`` lines, each clause placed by the numbers, not typed.
+
+    Args:
+        names: the prose names of the first and the second model (:func:`display_name`).
+        rates: section 3.2's two iterated layers of the first model (the first is layer 1, the second layer 2).
+        la7: per name, the first then the second model's :func:`direction_glue` (simplified model).
+        n_layers: the first model's depth.
+        la7_figures: the figure references of the two models' γₜ/ρₜ charts, as the prose cites them.
+        real: the first model's real forward pass: ``ratio_range`` (γₜ / chance), ``g_beat`` and ``t_beat``
+            (layers whose γₜ and Δγₜ beat their null) and ``la7`` (LA7's rule there).
+
+    Returns:
+        ``{"held", "not_held", "so"}``, plain text (Unicode symbols); a side with no clause says "nothing of the
+        above".
+    """
+    held: list[str] = []
+    not_held: list[str] = []
+    first, second = rates
+    if first.agrees:
+        held.append(f"iterated, trained layer {first.layer} converges at the predicted rate ({first.fitted} per "
+                    f"step vs {first.predicted}, {first.figure})")
+    else:
+        not_held.append(f"iterated, trained layer {first.layer} does not converge at the predicted rate "
+                        f"({first.fitted} per step vs {first.predicted}, {first.figure})")
+    kind = "complex" if second.complex else "real"
+    if second.agrees:
+        held.append(f"iterated, trained layer {second.layer} ({kind} λ₁) converges at its predicted rate too "
+                    f"({second.fitted} vs {second.predicted}, {second.figure})")
+    counted = [n for n in names if la7[n]["la7_verdict"] in LA7_HELD]
+    missed = [n for n in names if n not in counted]
+    if counted:
+        who = "both trained models" if len(counted) == 2 else counted[0]
+        beat = " and ".join(
+            f"{la7[n]['la7_n']} of {n_layers} {n} layers" if n == names[0] else
+            f"{la7[n]['la7_n']} of {_possessive(n)}" for n in counted)
+        twins = " and ".join(str(la7[n]["la7_twins"]) for n in counted)
+        perm = " and ".join(str(la7[n]["own_p_gamma"]) for n in counted)
+        held.append(f"in the FFN-free model of {who} the tokens leaving a layer lie closer to its own principal "
+                    f"direction than chance and tilt toward it: γₜ and Δγₜ beat their null in {beat} (twins: "
+                    f"{twins}), and a layer's own direction beats the other layers' (permutation {perm}) and the "
+                    f"twins' ({la7_figures})")
+    for n in missed:
+        not_held.append(f"in the FFN-free model of {n} the tilt toward a layer's own direction does not count "
+                        f"(LA7 {la7[n]['la7_verdict']}: {la7[n]['la7_n']} layers, twins {la7[n]['la7_twins']})")
+    if real["g_beat"] == 0:
+        not_held.insert(0, f"in {_possessive(names[0])} real forward pass γₜ sits at chance (γₜ / chance "
+                           f"{real['ratio_range']}, {real['g_beat']} of {n_layers} layers above the null)")
+    else:
+        held.append(f"in {_possessive(names[0])} real forward pass γₜ beats its null in {real['g_beat']} of "
+                    f"{n_layers} layers (γₜ / chance {real['ratio_range']})")
+    if not second.agrees:
+        stalls = "a complex-λ₁ layer stalls" if second.complex else \
+            f"iterated, trained layer {second.layer} does not converge at its predicted rate"
+        not_held.append(f"{stalls} (rate {second.fitted} vs {second.predicted}, {second.figure})")
+    if len(counted) == 2:
+        tilt = "against three nulls the tilt toward a layer's own direction is real in the FFN-free model of both models"
+    elif counted:
+        tilt = (f"against three nulls the tilt toward a layer's own direction is real in the FFN-free model of "
+                f"{counted[0]} only")
+    else:
+        tilt = "against three nulls no tilt toward a layer's own direction is shown in the FFN-free model of either model"
+    if counted and any(int(x) for n in counted for x in str(la7[n]["la7_twins"]).split(", ")):
+        tilt += " and partly architectural"
+    level = "stays at chance while" if real["g_beat"] == 0 else f"beats its null in {real['g_beat']} of {n_layers} layers and"
+    so = (f"γₜ > 0 holds for any absolute cosine; {tilt}; in {_possessive(names[0])} real residual stream γₜ {level} "
+          f"Δγₜ beats its random-subspace null in {real['t_beat']} of {n_layers} layers, and LA7's rule finds it "
+          f"{real['la7']} there.")
+
+    def sentences(clauses: list[str]) -> str:  # the first starts lower-case, after the line's bold label
+        return ". ".join(c if i == 0 else c[0].upper() + c[1:] for i, c in enumerate(clauses)) + "." if clauses \
+            else "nothing of the above."
+
+    return {"held": sentences(held), "not_held": "; ".join(not_held) + "." if not_held else "nothing of the above.",
+            "so": so}

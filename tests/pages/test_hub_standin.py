@@ -186,7 +186,7 @@ def _real_model_cells() -> tuple[list, nbformat.NotebookNode]:
     real-model cell (section 3.5), as a notebook."""
     nb = jupytext.read(ROOT / "book" / "03_real_models.md")
     code = [c for c in nb.cells if c.cell_type == "code"]
-    upto = next(i for i, c in enumerate(code) if "texts = prompts(" in c.source)
+    upto = next(i for i, c in enumerate(code) if "texts = load_prompts(" in c.source)
     real = [c for c in code if "paper.selected_models()" in c.source]
     assert len(real) == 1, "chapter 3 should have one cell that runs paper.selected_models()"
     nb.cells = code[: upto + 1] + real

@@ -1,7 +1,8 @@
 """A model-driven chapter re-runs on any supported checkpoint through its parameters cell, with papermill.
 
-Chapter 0 opens with a code cell tagged ``parameters`` (papermill's convention): ``papermill -p model <folder>``
-re-computes every figure, number and Takeaway line of the chapter for that model and its random-init twins.
+Chapters 0 and 3 open with a code cell tagged ``parameters`` (papermill's convention): ``papermill -p model
+<folder>`` re-computes every figure, number and Takeaway line of the chapter for that model and its random-init
+twins (chapter 3 also takes ``second_model`` and a ``prompts`` file).
 Tested here with the real papermill on tiny random-initialised checkpoints of an encoder family (BERT) and a
 decoder family (Llama, grouped-query attention), and with a misspelt alias, which must stop at the loading cell
 with the library's one-line message.
@@ -18,7 +19,7 @@ from conftest import ROOT
 
 pytestmark = pytest.mark.slow
 
-PARAMETERISED = ["00_layer_spectra"]
+PARAMETERISED = ["00_layer_spectra", "03_real_models"]
 """The chapters whose first code cell is a papermill ``parameters`` cell (the others follow, issue by issue)."""
 
 
@@ -88,3 +89,58 @@ def test_a_misspelt_model_stops_at_the_loading_cell_with_one_message(tmp_path, m
     assert err.value.ename == "ModelNotAvailableError"
     assert "did you mean 'minilm'?" in err.value.evalue, err.value.evalue
     assert (tmp_path / "00_layer_spectra.out.ipynb").exists()  # papermill keeps what ran, for the reader
+
+
+@pytest.fixture(scope="module")
+def tokenized_tiny(tmp_path_factory):
+    """``{family: folder}``: a tiny BERT with MiniLM's WordPiece tokenizer and a tiny Llama with the book decoder's,
+    each with its vocabulary sized to its tokenizer (chapter 3 tokenizes prompts; tiny_dir's folders have no
+    tokenizer)."""
+    import torch
+    from tiny_models import perturb_, tiny_configs
+    from transformers import AutoModel
+
+    import lib
+
+    folders = {}
+    for family, source in (("bert", "minilm"), ("llama", "book-decoder")):
+        tokenizer = lib.load_model(source).tokenizer
+        config = tiny_configs()[family]
+        config.vocab_size = len(tokenizer)
+        torch.manual_seed(0)
+        model = AutoModel.from_config(config)
+        perturb_(model, 0)
+        folders[family] = tmp_path_factory.mktemp(f"tiny-tok-{family}")
+        model.save_pretrained(folders[family])
+        tokenizer.save_pretrained(folders[family])
+    return folders
+
+
+def test_chapter_3_runs_on_a_readers_checkpoints_and_prompts(tmp_path, monkeypatch, tokenized_tiny):
+    """Both models, the twins' seeds and the prompt set replaced: every glued number, name and Takeaway line is
+    the tiny models'; the prompts (words of the decoder's grammar) are read from a text file."""
+    import lib
+    from lib.models.decoder.language import prompts as decoder_prompts
+
+    texts = decoder_prompts(6)
+    prompts_file = tmp_path / "my_prompts.txt"
+    prompts_file.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    bert, llama = (str(tokenized_tiny[f]) for f in ("bert", "llama"))
+    nb = _run(tmp_path, "03_real_models", monkeypatch, model=bert, second_model=llama, twin_seeds=[5, 6],
+              prompts=str(prompts_file))
+    glued = _glued(nb)
+    first, second = lib.load_model(bert), lib.load_model(llama)
+    assert glued["model_name"] == first.label and glued["name1"] == first.label
+    assert glued["name2"] == second.label
+    assert glued["n_prompts"] == glued["dec_prompts"] == str(len(texts))
+    assert glued["n_twins"] == "2" and glued["twin_seeds_txt"] == "5, 6"
+    assert glued["n_layers"] == str(first.n_layers) and glued["dec_layers"] == str(second.n_layers)
+    assert glued["d_minilm"] == str(first.d_model) and glued["dec_d"] == str(second.d_model)
+    assert glued["second_desc"] == second.label and glued["l1_kind"] in ("real", "complex")
+    for key in ("gaps_finding", "l1_finding", "l2_finding", "rnd_finding", "own_finds", "twin_worse"):
+        assert glued[key], key  # the Findings' phrases, decided from the tiny models' numbers
+    takeaway = " ".join(glued[k] for k in ("tk_held", "tk_not_held", "tk_so"))
+    assert "MiniLM" not in takeaway and "decoder" not in takeaway and first.label in takeaway
+    page = json.dumps(nb, ensure_ascii=False)
+    assert f"every layer of trained {first.label}" in page  # the captions name the loaded model
+    assert f"{first.label}: " in page and "min on this machine" in page  # the time estimate, printed first

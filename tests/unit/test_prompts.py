@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lib.models.prompts import PROMPTS, prompts
+from lib.errors import InputError
+from lib.models.prompts import PROMPTS, load_prompts, prompts
 
 
 def test_at_least_200_distinct_nonempty_sentences():
@@ -40,3 +41,21 @@ def test_tokenizer_marks_cls_and_sep_as_special(minilm):
     enc = minilm.encode(PROMPTS[0])
     assert enc["tokens"][0] == "[CLS]" and enc["tokens"][-1] == "[SEP]"
     assert enc["special"].tolist() == [True] + [False] * (len(enc["tokens"]) - 2) + [True]
+
+
+def test_load_prompts_reads_a_readers_file_one_prompt_per_line(tmp_path):
+    path = tmp_path / "mine.txt"
+    path.write_text("  First prompt.\n\nSecond one, with spaces  \n\n", encoding="utf-8")
+    assert load_prompts(path) == ["First prompt.", "Second one, with spaces"]
+    assert load_prompts(str(path)) == ["First prompt.", "Second one, with spaces"]
+    assert load_prompts(None) == list(PROMPTS)
+
+
+def test_load_prompts_refuses_a_missing_or_empty_file(tmp_path):
+    with pytest.raises(InputError, match="not found"):
+        load_prompts(tmp_path / "nope.txt")
+    with pytest.raises(InputError, match="not found"):
+        load_prompts(tmp_path)  # a folder is not a prompts file
+    (tmp_path / "empty.txt").write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(InputError, match="holds no prompt"):
+        load_prompts(tmp_path / "empty.txt")

@@ -371,4 +371,62 @@ def test_chapter_3_takeaway_reads_the_real_pass_from_its_tests():
     own null in some layers there: it now quotes that count and LA7's rule on the real pass."""
     takeaway = _paragraph(_chapter_3_prose(), ":::{admonition} Takeaway", "\n:::\n")
     assert "absent from" not in takeaway
-    assert "{eval}`real_t_beat`" in takeaway and "{eval}`mini_real_la7`" in takeaway
+    assert "{eval}`tk_so`" in takeaway  # rp.takeaway's line, tested above with t_beat and the real pass's LA7
+    from conftest import ROOT
+
+    source = (ROOT / "book" / "03_real_models.md").read_text(encoding="utf-8")
+    assert '"t_beat": real_t_beat' in source and '"la7": real_la7["MiniLM"]' in source
+
+
+# -- the Takeaway, decided from the numbers (chapter 3's parameters cell) ---------------------------------------
+def _la7(verdict: str, n: int, twins: str = "0, 0, 0") -> dict:
+    return {"la7_verdict": verdict, "la7_n": n, "la7_twins": twins, "own_p_gamma": "p = 0.001"}
+
+
+def _takeaway(l1_ok=True, l2_ok=False, l2_complex=True, v1="partly reproduced", v2="partly reproduced",
+              g_beat=0, twins2="1, 1, 2"):
+    rates = (rp.RateCheck(1, False, "0.800", "0.790", l1_ok, "Fig. 3.3"),
+             rp.RateCheck(2, l2_complex, "0.990", "0.500", l2_ok, "Fig. 3.4"))
+    la7 = {"MiniLM": _la7(v1, 4), "decoder": _la7(v2, 3, twins2)}
+    real = {"ratio_range": "0.95–1.05", "g_beat": g_beat, "t_beat": 3, "la7": "not reproduced"}
+    return rp.takeaway(("MiniLM", "decoder"), rates, la7, 6, "Fig. 3.5, Fig. 3.8", real)
+
+
+def test_takeaway_of_the_stand_ins_places_each_clause_where_todays_numbers_put_it():
+    tk = _takeaway()
+    assert tk["held"].startswith("iterated, trained layer 1 converges at the predicted rate (0.800 per step vs 0.790")
+    assert "In the FFN-free model of both trained models" in tk["held"]
+    assert "4 of 6 MiniLM layers and 3 of the decoder's (twins: 0, 0, 0 and 1, 1, 2)" in tk["held"]
+    assert tk["not_held"].startswith("in MiniLM's real forward pass γₜ sits at chance (γₜ / chance 0.95–1.05, 0 of 6")
+    assert "a complex-λ₁ layer stalls (rate 0.990 vs 0.500, Fig. 3.4)" in tk["not_held"]
+    assert "real in the FFN-free model of both models and partly architectural" in tk["so"]
+    assert "stays at chance while Δγₜ beats its random-subspace null in 3 of 6 layers" in tk["so"]
+
+
+def test_takeaway_moves_a_clause_when_the_numbers_change():
+    tk = _takeaway(l1_ok=False, l2_ok=True, v2="not reproduced", g_beat=2, twins2="0, 0, 0")
+    assert "layer 1 does not converge at the predicted rate" in tk["not_held"]
+    assert "layer 2 (complex λ₁) converges at its predicted rate too" in tk["held"]
+    assert "FFN-free model of MiniLM the tokens" in tk["held"] and "decoder's (twins" not in tk["held"]
+    assert "FFN-free model of decoder the tilt toward a layer's own direction does not count (LA7 not reproduced" \
+        in tk["not_held"]
+    assert "real forward pass γₜ beats its null in 2 of 6 layers" in tk["held"]
+    assert "is real in the FFN-free model of MiniLM only;" in tk["so"]  # its twins count no layer
+    assert "beats its null in 2 of 6 layers and Δγₜ" in tk["so"]
+    assert "stalls" not in tk["not_held"]
+
+
+def test_takeaway_with_nothing_held_says_so_and_a_real_layer_2_is_not_called_complex():
+    tk = _takeaway(l1_ok=False, l2_complex=False, v1="not reproduced", v2="not specific to training", g_beat=0)
+    assert tk["held"] == "nothing of the above."
+    assert "iterated, trained layer 2 does not converge at its predicted rate" in tk["not_held"]
+    assert "complex" not in tk["not_held"]
+    assert "no tilt toward a layer's own direction is shown in the FFN-free model of either model" in tk["so"]
+
+
+def test_display_name_names_the_stand_ins_and_any_other_model_by_its_label():
+    class M:
+        label = "bert-base-uncased (trained)"
+
+    assert rp.display_name("minilm", M) == "MiniLM" and rp.display_name("book-decoder", M) == "decoder"
+    assert rp.display_name("/my/bert", M) == "bert-base-uncased (trained)"
