@@ -22,7 +22,7 @@ __all__ = ["SATURATION_QUANTITIES", "ceiling_table", "ratio_table", "saturation_
            "saturation_long"]
 
 SATURATION_QUANTITIES: dict[str, str] = {"tokens": "tokens leaving block L: mean a(x, u)",
-                                         "J_write": "J̄ view: a(W̄u, u), where the block writes u"}
+                                         "J_write": "J̄ view: a(W̄u, u)"}
 """The two alignments of the saturation chart: column → label."""
 
 
@@ -43,8 +43,8 @@ def saturation_long(steer: pd.DataFrame, sat: Saturation) -> pd.DataFrame:
 
 
 def saturation_chart(df: pd.DataFrame, *, model: str) -> alt.TopLevelMixin:
-    """Token alignment and a(W̄u, u) against the edit's size over the norm input it meets (log axis): one row per
-    quantity, one column per model, one line per weights, bands the 95% prompt-bootstrap intervals
+    """Token alignment and a(W̄u, u) against the edit's size over the norm input it meets (log axis): a panel per
+    model and quantity (a row per quantity, a column per model where the page is wide enough), one line per weights, bands the 95% prompt-bootstrap intervals
     (``df``: :func:`saturation_long`)."""
     domain, colours = model_palette(series_order(df.weights))
     base = alt.Chart().encode(
@@ -58,10 +58,16 @@ def saturation_chart(df: pd.DataFrame, *, model: str) -> alt.TopLevelMixin:
                  alt.Tooltip("ratio:Q", format=".3g"), alt.Tooltip("value:Q", format=".3f"),
                  alt.Tooltip("lo:Q", format=".3f"), alt.Tooltip("hi:Q", format=".3f")])
     band = base.mark_area(opacity=0.2).encode(y="lo:Q", y2="hi:Q")
-    chart = alt.layer(band, line, data=df.sort_values("ratio")).properties(width=250, height=120).facet(
-        row=alt.Row("quantity:N", title=None, sort=list(SATURATION_QUANTITIES.values()),
-                    header=alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start", labelFontWeight="bold")),
-        column=alt.Column("model:N", title=None, sort=list(pd.unique(df.model))))
+    # one wrapped facet (a panel per model and quantity, a row per quantity), not a row × column grid: on a phone
+    # the book's charts.js can then stack the panels in one column
+    models = list(pd.unique(df.model))
+    panels = [f"{m} · {q}" for q in SATURATION_QUANTITIES.values() for m in models]
+    data = df.sort_values("ratio").assign(panel=lambda d: d.model + " · " + d.quantity)
+    chart = alt.layer(band, line, data=data).properties(width=250, height=120).facet(
+        facet=alt.Facet("panel:N", title=None, sort=panels,  # model and quantity on two lines of the header
+                        header=alt.Header(labelAnchor="start", labelFontWeight="bold",
+                                          labelExpr="split(datum.value, ' · ')")),
+        columns=len(models))
     return titled(chart, "The O-edit at matched saturation: alignments against the edit's size", model,
                   "Token alignment with u and the Jacobian view's a(W̄u, u) against the edit's size over the input "
                   "of the norm it meets, per model and weights, with 95% prompt-bootstrap bands.")

@@ -15,6 +15,7 @@ in dark mode, and a wide block with no scrolling box overflows the page.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import ROOT, require_chromium, toc_pages
 
@@ -118,6 +119,20 @@ def test_book_chart_fits_a_phone_and_follows_dark_mode(browser):
     width = page.evaluate("document.querySelector('#chart svg.marks').getBoundingClientRect().width")
     page.close()
     assert width > 600
+
+
+def test_a_grid_of_panels_per_model_and_quantity_stacks_on_a_phone(browser):
+    """Chapter 6's saturation chart (two models by two quantities) was a row × column grid, which stayed 433 px
+    wide in a 320 px box; as one wrapped facet it stacks."""
+    from lib.page.two_views_saturation import SATURATION_QUANTITIES, saturation_chart
+
+    rows = [{"model": m, "weights": w, "quantity": q, "ratio": r, "alpha": r, "value": 0.5, "lo": 0.4, "hi": 0.6}
+            for m in ("all-MiniLM-L6-v2", "book-decoder") for w in ("trained", "random init, seed 0")
+            for q in SATURATION_QUANTITIES.values() for r in (1.0, 10.0, 100.0)]
+    page = _chart_page(browser, saturation_chart(pd.DataFrame(rows), model="toy").to_dict(), site_scripts=True)
+    too_wide, small = screens.charts_too_wide(page), screens.small_chart_text(page)
+    page.close()
+    assert too_wide == [] and small == []
 
 
 # -- every page of the built site ----------------------------------------------------------------------------------
