@@ -80,8 +80,9 @@ def emergence_chart(df: pd.DataFrame, *, title: str, model: str, description: st
 
 
 def emergence_table(df: pd.DataFrame) -> pd.DataFrame:
-    """The chart's numbers: one row per statistic, one column per saved step (``value [lo, hi]``), then the
-    twins' values and where the last step lies against them."""
+    """The chart's numbers: one row per saved step (``value [lo, hi]``), then the twins' values, where the last step
+    lies against them and the committed model; one column per statistic (steps as rows keep the table within the
+    text column: eleven columns of intervals were wider than it)."""
     run = df[df.kind == "run"]
     order = list(dict.fromkeys(run.title))
     fmt = {k: (".3f" if k in _SLOPES else ".1f") for k in run.statistic}
@@ -99,7 +100,7 @@ def emergence_table(df: pd.DataFrame) -> pd.DataFrame:
     if len(comm):
         table["committed model"] = [f"{comm.value[t]:{fmt[k]}} [{comm.lo[t]:{fmt[k]}}, {comm.hi[t]:{fmt[k]}}]"
                                     for t, k in zip(order, comm.statistic.reindex(order))]
-    return table.rename_axis("statistic").reset_index()
+    return table.T.rename_axis("at").reset_index().rename_axis(columns=None)
 
 
 def step_sequence(df: pd.DataFrame, statistic: str, fmt: str = ".1f") -> str:
