@@ -75,12 +75,16 @@ def readable_table(table: pd.DataFrame, *, with_model: bool = False) -> Styler:
 
 
 def takeaway(spec: LayerSpectra, twin_specs: Sequence[LayerSpectra], *, model: str) -> dict[str, str]:
-    """Chapter 0's Takeaway, decided from the numbers: each line's label ("Held"/"Did not hold") and text.
+    """Chapter 0's Takeaway lines ``held``, ``not_held`` and ``so``, each clause placed by the numbers, not typed.
 
-    Keys: ``gaps_label``/``gaps`` (does training open gaps beyond every random-init twin layer's: the trained
-    minimum gap ratio below the twins' minimum), ``weak_label``/``weak`` (does every trained layer single out a
-    real direction: gap ratio at most :data:`GAP_WEAK` and ``λ_1`` real) and ``so`` (in how many layers the
-    power-method picture has something to work with). Plain text (the lab and the site glue it as is).
+    The clauses: does training open gaps beyond every random-init twin layer's (the trained minimum gap ratio below
+    the twins' minimum), and does every trained layer single out a real direction (gap ratio at most
+    :data:`GAP_WEAK` and ``λ_1`` real); ``so`` says in how many layers the power-method picture has something to
+    work with. A line with no clause reads "nothing of the above". Plain text (the lab and the site glue it as is).
+
+    Args:
+        spec, twin_specs: the trained model's and its twins' :class:`LayerSpectra`.
+        model: the trained model's name, as the prose gives it (e.g. ``"all-MiniLM-L6-v2"``).
     """
     t = spec.table
     n_layers, n_twins = len(t), len(twin_specs)
@@ -90,23 +94,24 @@ def takeaway(spec: LayerSpectra, twin_specs: Sequence[LayerSpectra], *, model: s
     complex_ = t.lambda1_complex.to_numpy().astype(bool)
     n_weak, n_complex = int(weak.sum()), int(complex_.sum())
     n_strong = int((~weak & ~complex_).sum())
-    ratios = f"{model}'s gap ratios run from {lo:.2f} to {hi:.2f}"
+    ratios = f"the gap ratios of {model} run from {lo:.2f} to {hi:.2f}"
+    held, not_held = [], []
     if lo < twin_min:
-        gaps = ("Held", (f"training opens spectral gaps: {ratios}, against at least {twin_min:.3f} in every "
-                         f"layer of {n_twins} random-init twins"))
+        held.append(f"training opens spectral gaps: {ratios}, against at least {twin_min:.3f} in every layer of "
+                    f"{n_twins} random-init twins")
     else:
-        gaps = ("Did not hold", (f"training opens no spectral gap beyond the architecture's: {ratios}, and "
-                                 f"those of {n_twins} random-init twins from {twin_min:.3f}"))
+        not_held.append(f"training opens no spectral gap beyond the architecture's: {ratios}, and those of "
+                        f"{n_twins} random-init twins from {twin_min:.3f}")
     if n_weak == 0 and n_complex == 0:
-        weak_line = ("Held", (f"every trained layer singles out a real direction (every gap ratio is at most "
-                              f"{GAP_WEAK:g} and every λ₁ is real)"))
+        held.append(f"every trained layer singles out a real direction (every gap ratio is at most {GAP_WEAK:g} "
+                    "and every λ₁ is real)")
     else:
-        weak_line = ("Did not hold", (f"not every trained layer singles out a direction ({n_weak} of {n_layers} "
-                                      f"have a gap ratio above {GAP_WEAK:g}, and in {n_complex} of them λ₁ is "
-                                      "complex, a rotation rather than a direction)"))
+        not_held.append(f"not every trained layer singles out a direction ({n_weak} of {n_layers} have a gap ratio "
+                        f"above {GAP_WEAK:g}, and in {n_complex} of them λ₁ is complex, a rotation rather than a "
+                        "direction)")
     where = ("nothing to work with in this model's layers" if n_strong == 0 else
              "something to work with in every layer" if n_strong == n_layers else
              f"something to work with in {n_strong} of the {n_layers} layers, not in all")
-    return {"gaps_label": gaps[0], "gaps": gaps[1], "weak_label": weak_line[0], "weak": weak_line[1],
+    return {"held": "; ".join(held) or "nothing of the above", "not_held": "; ".join(not_held) or "nothing of the above",
             "so": f"the power-method picture of the next chapters has {where}; every claim about it must be "
                   "checked against the random-init twins."}

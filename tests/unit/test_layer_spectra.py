@@ -85,17 +85,19 @@ def test_chapter_0_takeaway_is_decided_by_the_numbers_not_typed():
     trained = LayerSpectra(_diag_stack([4.0, 1.0, 0.5], [2.0, 1.9, 0.1]), "M")
     twins = [LayerSpectra(_diag_stack([1.0, 0.95, 0.5], [1.0, 0.9, 0.2]), "M (random init, seed 0)")]
     t = takeaway(trained, twins, model="M")
-    assert t["gaps_label"] == "Held" and "from 0.25 to 0.95" in t["gaps"] and "at least 0.900" in t["gaps"]
-    assert t["weak_label"] == "Did not hold" and "1 of 2 have a gap ratio above 0.9" in t["weak"]
+    assert t["held"].startswith("training opens spectral gaps") and "from 0.25 to 0.95" in t["held"]
+    assert "at least 0.900" in t["held"]
+    assert t["not_held"].startswith("not every trained layer") and "1 of 2 have a gap ratio above 0.9" in t["not_held"]
     assert "in 1 of the 2 layers, not in all" in t["so"]
     # a model whose training opened no gap beyond its twins', and whose layers are all real and gapped
     flat = LayerSpectra(_diag_stack([1.0, 0.5, 0.1], [1.0, 0.6, 0.1]), "N")
     wide = [LayerSpectra(_diag_stack([1.0, 0.2, 0.1], [1.0, 0.3, 0.1]), "N (random init, seed 0)")]
     t = takeaway(flat, wide, model="N")
-    assert t["gaps_label"] == "Did not hold" and "no spectral gap beyond" in t["gaps"]
-    assert t["weak_label"] == "Held" and "in every layer" in t["so"]
-    # a complex λ₁ counts against "singles out a direction"
+    assert t["not_held"].startswith("training opens no spectral gap beyond")
+    assert t["held"].startswith("every trained layer singles out a real direction") and "in every layer" in t["so"]
+    # a complex λ₁ counts against "singles out a direction"; a line with no clause says so
     rot = LayerSpectra(_diag_stack(["c", 0.5]), "R")
     t = takeaway(rot, twins, model="R")
-    assert t["weak_label"] == "Did not hold" and "in 1 of them λ₁ is complex" in t["weak"]
-    assert "nothing to work with" in t["so"]
+    assert "in 1 of them λ₁ is complex" in t["not_held"] and "nothing to work with" in t["so"]
+    none_held = takeaway(LayerSpectra(_diag_stack(["c", 0.5]), "R"), wide, model="R")
+    assert none_held["held"] == "nothing of the above"
