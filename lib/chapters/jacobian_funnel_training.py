@@ -37,9 +37,9 @@ STEP_STATISTICS: dict[str, str] = {
     "erank_b1": "block 1: erank of J̄₁",
     "funnel": "funnel over all blocks: final erank",
     "funnel_no_b1": "funnel from block 2: final erank",
-    "f_C": "slope of f_C against depth",
+    "f_C": "slope of the complex fraction against depth",
     "delta_H": "slope of δ_H against depth",
-    "r_rot": "slope of r_rot against depth",
+    "r_rot": "slope of the rotation fraction against depth",
 }
 """The statistics followed over training (key → chart title): block 1's own effective rank, the final effective
 rank of both funnels (section 4.6), and the depth slopes of the three metrics of section 4.3 (of ``J̄ − I``)."""

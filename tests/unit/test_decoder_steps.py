@@ -3,6 +3,8 @@ chapter 4's statistics over them (lib.chapters.jacobian_funnel_training, lib.pag
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -158,6 +160,7 @@ def test_emergence_chart_and_table():
     table = fpt.emergence_table(frame)
     assert list(table["at"]) == ["step 0", "step 1200", "random-init twins", "last step vs twins", "committed model"]
     assert len(table.columns) == 1 + len(ft.STEP_STATISTICS)  # steps as rows: the columns stay few
+    assert not [h for h in table.columns if re.search(r"[A-Za-z0-9]_[A-Za-z0-9]", h)]  # headers are words
     first = table.columns[1]
     assert table[first].iloc[3] == "lower" and table[first].iloc[4] == "4.0 [3.5, 4.5]"
 
