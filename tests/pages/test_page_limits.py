@@ -126,6 +126,18 @@ def test_no_role_is_split_across_lines(path):
     assert not split, f"{path.name}: roles split across lines: {split}"
 
 
+@pytest.mark.parametrize("path", CHAPTERS, ids=ids)
+def test_the_takeaway_writes_its_three_labels(path):
+    """The Takeaway's labels are typed as the book's convention, never glued or reworded: a glued label rendered
+    as "Held :" and a "Held, in part:" both failed the built page's Takeaway test (tests/pages/test_results_page.py)
+    after a 40-minute build; this finds them in the source."""
+    text = path.read_text(encoding="utf-8")
+    box = text[text.index("{admonition} Takeaway"):]
+    box = box[:box.index("\n:::")]
+    missing = [label for label in ("**Held:**", "**Did not hold:**", "**So:**") if label not in box]
+    assert not missing, f"{path.name}: the Takeaway lacks {missing}"
+
+
 LAB_ONLY = "lab-only"
 _OFF_SITE = {"remove_code_source": True, "remove_code_outputs": True}
 
