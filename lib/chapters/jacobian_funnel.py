@@ -16,6 +16,7 @@ from a :class:`FunnelEvidence`. The page's tables and the Results page's phrases
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -595,31 +596,49 @@ def verdict_counts(verdicts: dict[str, str]) -> dict[str, int]:
 
 # --- Section 4.9: the paper's models, sized -----------------------------------------------------------------
 
-PAPER_MODELS: tuple[tuple[str, int, int, int, str], ...] = (
-    ("meta-llama/Llama-3.1-8B", 4096, 14336, 32, "≈ 16 GB"),
-    ("allenai/OLMo-2-1124-7B", 4096, 11008, 32, "≈ 15 GB"),
-    ("google/gemma-2-9b", 3584, 14336, 42, "≈ 19 GB"),
-    ("meta-llama/Llama-3.2-1B", 2048, 8192, 16, "≈ 3 GB"),
-    ("allenai/OLMo-2-0425-1B", 2048, 8192, 16, "≈ 3 GB"),
-    ("google/gemma-2-2b", 2304, 9216, 26, "≈ 6 GB"),
+PAPER_MODELS: tuple[tuple[str, int, int, int, float], ...] = (
+    ("meta-llama/Llama-3.1-8B", 4096, 14336, 32, 16.1),
+    ("allenai/OLMo-2-1124-7B", 4096, 11008, 32, 14.6),
+    ("google/gemma-2-9b", 3584, 14336, 42, 18.5),
+    ("meta-llama/Llama-3.2-1B", 2048, 8192, 16, 2.5),
+    ("allenai/OLMo-2-0425-1B", 2048, 8192, 16, 3.0),
+    ("google/gemma-2-2b", 2304, 9216, 26, 5.2),
+    ("meta-llama/Llama-3.1-70B", 8192, 28672, 80, 141.1),
 )
-"""The paper's models and their smaller siblings, from their public configurations: ``(hub id, d, MLP width,
-layers, weights in bf16)``."""
+"""The paper's models, their smaller siblings and one 70B-class model larger than any one GPU, from their public
+configurations: ``(hub id, d, MLP width, layers, weights in bf16 in GB)``."""
+
+GPU_MEMORY_GB = 80.0
+"""Memory of the GPU the work table assumes (one H100 or A100 80 GB) [ours]."""
 
 
-def paper_model_work(models: Sequence[tuple[str, int, int, int, str]] = PAPER_MODELS, prompts: int = 1000,
+def gpus_needed(weights_gb: float, d: int, gpu_gb: float = GPU_MEMORY_GB) -> int:
+    """GPUs of ``gpu_gb`` that hold the bf16 weights with room for the sweep's work on each: 80 % of every GPU for
+    weights, and per GPU one float64 mean Jacobian and a float32 batch of 64 (``d × d`` each) beside them."""
+    work_gb = (8 + 64 * 4) * d * d / 1e9
+    per_gpu = 0.8 * gpu_gb - work_gb
+    if per_gpu <= 0:
+        raise ValueError(f"a {d}×{d} Jacobian batch does not fit a {gpu_gb:.0f} GB GPU")
+    return max(1, math.ceil(weights_gb / per_gpu))
+
+
+def paper_model_work(models: Sequence[tuple[str, int, int, int, float]] = PAPER_MODELS, prompts: int = 1000,
                      rate: float = 50e12) -> pd.DataFrame:
     """The closed form's matrix-product work (:func:`lib.jacobians.single_token.flops`) for every layer of each model
-    at ``prompts`` prompts, and the minutes it takes at an *assumed* sustained ``rate`` (FLOP/s): a scale, not a
-    measurement."""
+    at ``prompts`` prompts, and the minutes it takes at an *assumed* sustained ``rate`` (FLOP/s) per GPU: a scale,
+    not a measurement. A model larger than one GPU loads sharded (``lib.load_model(..., device_map="auto")``), each
+    GPU holding a run of layers (:func:`gpus_needed`); given the residual inputs of one forward pass, every layer's
+    Jacobians are independent, so the GPUs work on their own layers at once and the time divides by their number."""
     from lib.jacobians.single_token import flops
 
     rows = []
     for name, d, d_ff, L, w in models:
         work = flops(d, d_ff, prompts=prompts, layers=L)
-        rows.append({"model": name, "d": d, "MLP width": d_ff, "layers": L, "weights (bf16)": w,
+        gpus = gpus_needed(w, d)
+        rows.append({"model": name, "d": d, "MLP width": d_ff, "layers": L, "weights (bf16, GB)": w,
+                     f"GPUs of {GPU_MEMORY_GB:.0f} GB": gpus,
                      f"Jacobian work, {prompts} prompts (PFLOP)": work / 1e15,
-                     f"at {rate / 1e12:.0f} TFLOP/s (min, assumed rate)": work / rate / 60})
+                     f"at {rate / 1e12:.0f} TFLOP/s per GPU (min, assumed rate)": work / rate / 60 / gpus})
     return pd.DataFrame(rows)
 
 

@@ -50,6 +50,7 @@ import torch
 
 from lib.errors import InputError
 from lib.jacobians import single_token as jc
+from lib.models.spectral_model import on_layer_device
 from lib.models.weights import expand_kv
 
 __all__ = ["attention_cores", "in_context_jacobian_closed", "in_context_jacobians_closed", "supports"]
@@ -75,7 +76,7 @@ class _Core:
 
     def __init__(self, model, t: int) -> None:
         att = model.layer(t).attention  # float64 copies on the host, KV heads expanded
-        p = next(model.hf_model.parameters())
+        p = model.param(t)  # the device that holds block t
         self.dtype, self.device = p.dtype, p.device
 
         def here(M):
@@ -163,6 +164,7 @@ class _Core:
 
 
 @torch.no_grad()
+@on_layer_device
 def attention_cores(model, t: int, states: Sequence, positions: Sequence[int | None], *, key_path: bool = True,
                     value_path: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """The attention core of block ``t`` at position ``T`` of several sequences, in context.
@@ -200,6 +202,7 @@ def attention_cores(model, t: int, states: Sequence, positions: Sequence[int | N
 
 
 @torch.no_grad()
+@on_layer_device
 def in_context_jacobians_closed(model, t: int, states: Sequence, positions: Sequence[int | None], *,
                                 key_path: bool = True) -> torch.Tensor:
     """In-context diagonal blocks ``∂h_{t+1}[T]/∂h_t[T]`` of block ``t`` for several sequences.

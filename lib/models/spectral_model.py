@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +17,7 @@ from lib.models.families import Family
 from lib.models.weights import AttentionWeights
 from lib.progress import progress as progress_bar
 
-__all__ = ["Layer", "SpectralModel", "causal_mask"]
+__all__ = ["Layer", "SpectralModel", "causal_mask", "on_layer_device"]
 
 
 def causal_mask(n: int, window: int | None, dtype: torch.dtype, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -31,6 +33,21 @@ def causal_mask(n: int, window: int | None, dtype: torch.dtype, device: torch.de
     mask = torch.zeros(n, n, dtype=dtype, device=device)
     mask.masked_fill_(~visible, torch.finfo(dtype).min)
     return mask[None, None]
+
+
+def on_layer_device(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator for per-layer work ``fn(model, t, ...)``: it runs with block ``t``'s weights in place.
+
+    A no-op for a model on one device; for a sharded model with offloaded blocks, the call runs inside
+    :meth:`SpectralModel.onloaded` ``(t)``, and ``model.param(t)`` gives the device it runs on.
+    """
+
+    @functools.wraps(fn)
+    def wrapped(model: SpectralModel, t: int, *args: Any, **kwargs: Any) -> Any:
+        with model.onloaded(t):
+            return fn(model, t, *args, **kwargs)
+
+    return wrapped
 
 
 @dataclass(frozen=True)
@@ -62,7 +79,7 @@ class Layer:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         squeeze = x.dim() == 2
         h = x[None] if squeeze else x
-        param = next(self._model.hf_model.parameters())
+        param = self._model.param(self.index)
         h = h.to(dtype=param.dtype, device=param.device)
         mask = None
         if self.attention.causal:
@@ -81,6 +98,10 @@ class SpectralModel:
         label: display name for figure subtitles, e.g. ``"all-MiniLM-L6-v2 (trained)"``.
         hf_model: the Hugging Face model. config: its config. tokenizer: its tokenizer or ``None``.
         random_init: whether the weights are a fresh seeded initialization; seed: that seed.
+        device_map: where each module lives when the checkpoint was loaded sharded (``load_model(...,
+            device_map="auto")``: Accelerate's ``hf_device_map``, e.g. ``{"layers.0": 0, "layers.9": "cpu",
+            "layers.31": "disk"}``), else ``None``. Per-layer work runs on the device that holds the layer
+            (:meth:`param`, :meth:`onloaded`).
     """
 
     def __init__(
@@ -102,6 +123,7 @@ class SpectralModel:
         self.name = name
         self.random_init = random_init
         self.seed = seed
+        self.device_map: dict[str, Any] | None = getattr(hf_model, "hf_device_map", None)
         self.blocks: list[nn.Module] = family.blocks(self.base, config)
         self.n_layers = len(self.blocks)
         self.d_model = int(config.hidden_size)
@@ -143,10 +165,49 @@ class SpectralModel:
             raise LayerIndexError(f"layer {t} out of range: this model has {self.n_layers} layers (0..{self.n_layers - 1})")
         return t % self.n_layers
 
+    def param(self, t: int | None = None) -> torch.Tensor:
+        """A parameter whose device and dtype are where block ``t``'s work runs (``None``: the model's first).
+
+        For a sharded model (:attr:`device_map`) that is the device holding block ``t``; for a block
+        offloaded to host memory or disk, the device it is brought to (inside :meth:`onloaded`).
+        """
+        module = self.hf_model if t is None else self.blocks[self.check_layer(t)]
+        p = next(module.parameters())
+        hook = getattr(module, "_hf_hook", None)
+        if p.device.type == "meta" and getattr(hook, "execution_device", None) is not None:
+            return torch.empty(0, dtype=p.dtype, device=hook.execution_device)
+        return p
+
+    @contextlib.contextmanager
+    def onloaded(self, t: int) -> Iterator[None]:
+        """While active, block ``t``'s weights are real tensors on its execution device.
+
+        A no-op unless the model was loaded with Accelerate offloading (``device_map`` placing the block
+        on ``"cpu"`` as offload or on ``"disk"``), where the block's parameters otherwise sit on the
+        meta device and are brought in only for its forward pass. Reading weights (``F_t``, the
+        closed-form Jacobians) needs them in place; this context puts them there and takes them out again.
+        """
+        if self.device_map is None:
+            yield
+            return
+        from accelerate.utils import has_offloaded_params
+
+        hooks = [(sub, sub._hf_hook) for sub in self.blocks[self.check_layer(t)].modules() if has_offloaded_params(sub)]
+        for sub, hook in hooks:  # weights in; a forward pass inside (a norm's) must not take them out again
+            hook.pre_forward(sub)
+            hook.offload = False
+        try:
+            yield
+        finally:
+            for sub, hook in hooks:
+                hook.offload = True
+                hook.post_forward(sub, None)
+
     def layer(self, t: int) -> Layer:
         """Block ``t``: its attention weights and a callable running the real block."""
         t = self.check_layer(t)
-        weights = self._family.attention_weights(self.blocks[t], t, self.config)
+        with self.onloaded(t):
+            weights = self._family.attention_weights(self.blocks[t], t, self.config)
         return Layer(index=t, attention=weights, norm_placement=self._family.norm_placement, _model=self)
 
     def layer_matrices(self) -> torch.Tensor:
@@ -243,14 +304,15 @@ class SpectralModel:
 
         handles = [m.register_forward_hook(hook) for m in {id(b): b for b in self.blocks}.values()]
         try:
-            device = next(self.hf_model.parameters()).device
+            device = self.param().device
             res = self.base(input_ids=input_ids.to(device), output_hidden_states=True, use_cache=False)
         finally:
             for h in handles:
                 h.remove()
         if len(outputs) != self.n_layers:
             raise RuntimeError(f"expected {self.n_layers} block outputs, hooks saw {len(outputs)}")
-        return torch.stack([res.hidden_states[0], *outputs]).to(device="cpu", dtype=torch.float64)
+        # each block's output comes back on the device that holds the block (several, when sharded)
+        return torch.stack([h.to(device="cpu", dtype=torch.float64) for h in (res.hidden_states[0], *outputs)])
 
     def hidden_states(self, texts: str | Sequence[str], *, progress: bool | None = None) -> list[torch.Tensor]:
         """The residual stream of each text from a real forward pass.

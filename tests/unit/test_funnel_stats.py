@@ -462,8 +462,23 @@ def test_paper_model_work_is_the_closed_forms_flop_count():
     row = tab.iloc[0]
     name, d, d_ff, L, _ = fs.PAPER_MODELS[0]
     assert row.model == name and row["Jacobian work, 10 prompts (PFLOP)"] == flops(d, d_ff, 10, L) / 1e15
-    assert row["at 1 TFLOP/s (min, assumed rate)"] == pytest.approx(flops(d, d_ff, 10, L) / 1e12 / 60)
+    assert row["at 1 TFLOP/s per GPU (min, assumed rate)"] == pytest.approx(flops(d, d_ff, 10, L) / 1e12 / 60)
     assert all(_header_is_words(c) for c in tab.columns)
+
+
+def test_a_model_larger_than_one_gpu_is_sharded_and_its_layers_share_the_time():
+    """The 70B-class row: 141 GB of bf16 weights need 4 GPUs of 80 GB (64 GB usable each, less 17.7 GB for a batch
+    of 64 float32 Jacobians and one float64 mean at d = 8192: 46.3 GB), and the time at the assumed rate is the work
+    over 4 GPUs' rates; an 8B model fits one GPU."""
+    from lib.jacobians.single_token import flops
+
+    tab = fs.paper_model_work(prompts=10, rate=1e12).set_index("model")
+    big = tab.loc["meta-llama/Llama-3.1-70B"]
+    assert big["GPUs of 80 GB"] == 4 and tab.loc["meta-llama/Llama-3.1-8B", "GPUs of 80 GB"] == 1
+    assert big["at 1 TFLOP/s per GPU (min, assumed rate)"] == pytest.approx(flops(8192, 28672, 10, 80) / 1e12 / 60 / 4)
+    assert fs.gpus_needed(64.0, 1024) == 2  # 64 GB of weights: over 80 % of one 80 GB GPU
+    with pytest.raises(ValueError, match="does not fit"):
+        fs.gpus_needed(1.0, 65536)
 
 
 def test_leading_eigenvalues_tell_a_real_outlier_from_a_near_pair():
