@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from lib.chapters.two_views import TwinViews
     from lib.models import SpectralModel
 
-__all__ = ["CEILING_TOL", "COLLAPSE", "NORM_VARIANTS", "Saturation", "ceiling", "ceiling_verdict", "collapse_verdict",
+__all__ = ["CEILING_TOL", "COLLAPSE", "NORM_VARIANTS", "Saturation", "ceiling", "ceiling_cause", "ceiling_verdict",
+           "collapse_verdict",
            "collapses", "edit_ratios",
            "fixed_points", "geometric_interval", "matched_alphas", "ratio_summary", "saturation_twins",
            "unit_norms"]
@@ -284,6 +285,30 @@ COLLAPSE = 0.5
 """A Jacobian view has collapsed when its number is under this fraction of its unedited (or largest) value."""
 CEILING_TOL = 0.02
 """How far a fixed point's alignment may sit from the measured token level and still predict it."""
+
+
+def ceiling_cause(ceilings: pd.DataFrame, key: str) -> str:
+    """Which part of the trained last block sets its lower ceiling, as a clause: "which the trained MLP sets, not
+    the LayerNorm gains", or what the numbers say instead.
+
+    Rule [ours]: a part *sets* the ceiling when taking it out (:data:`NORM_VARIANTS`: the MLP removed; either or both
+    LayerNorms at gains 1 and biases 0) raises the trained block's fixed point to the twins' (within
+    :data:`CEILING_TOL` of the lowest twin's). ``ceilings``: :attr:`Saturation.ceilings`, the model ``key``'s rows
+    with every variant for the trained weights and "as trained" for the twins.
+    """
+    c = ceilings[ceilings.model == key]
+    trained = c[~c.random].set_index("norms").predicted
+    twins_lo = float(c[c.random & (c.norms == "as trained")].predicted.min())
+    reaches = {label: float(v) >= twins_lo - CEILING_TOL for label, v in trained.items() if label != "as trained"}
+    mlp = reaches.pop("MLP removed")
+    norms = any(reaches.values())
+    if mlp and not norms:
+        return "which the trained MLP sets, not the LayerNorm gains"
+    if norms and not mlp:
+        return "which the trained LayerNorm gains set, not the MLP"
+    if mlp and norms:
+        return "which the trained MLP and the LayerNorm gains each set (taking out either one lifts it)"
+    return "which neither the trained MLP nor the LayerNorm gains sets alone (taking out either one leaves it low)"
 
 
 def collapses(rows: pd.DataFrame, top: pd.Series) -> bool:

@@ -189,3 +189,24 @@ def test_saturation_findings_glue_the_matched_numbers():
     long = sp.saturation_long(steer.assign(weights=steer.weights), s)
     assert set(long.quantity) == set(sp.SATURATION_QUANTITIES.values()) and long.ratio.notna().all()
     assert len(sp.ratio_table(s)) == len(rows) and len(sp.ceiling_table(s)) == len(ceil)
+
+
+def _ceilings(trained: dict[str, float], twins: list[float]) -> pd.DataFrame:
+    rows = [{"model": "M", "weights": "trained", "random": False, "norms": k, "predicted": v} for k, v in trained.items()]
+    rows += [{"model": "M", "weights": f"seed {i}", "random": True, "norms": "as trained", "predicted": v}
+             for i, v in enumerate(twins)]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize(("mlp", "ln", "cause"), [
+    (0.985, 0.70, "which the trained MLP sets, not the LayerNorm gains"),
+    (0.72, 0.98, "which the trained LayerNorm gains set, not the MLP"),
+    (0.98, 0.98, "each set"),
+    (0.74, 0.75, "neither"),
+])
+def test_ceiling_cause_names_the_part_whose_removal_lifts_the_ceiling(mlp, ln, cause):
+    """Known cases: the trained fixed point 0.729, twins 0.985–0.987; the part that lifts it to the twins' (within
+    CEILING_TOL) is the one that sets it. The sentence the chapter had typed holds only in the first case."""
+    trained = {"as trained": 0.729, "LN₁ gains 1, biases 0": ln, "LN₂ gains 1, biases 0": 0.61,
+               "both LayerNorms gains 1, biases 0": 0.62, "MLP removed": mlp}
+    assert cause in sat.ceiling_cause(_ceilings(trained, [0.985, 0.987, 0.986]), "M")
