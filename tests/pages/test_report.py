@@ -27,7 +27,8 @@ def _text(page: Path) -> str:
     """The article of a built page as plain text."""
     s = page.read_text(encoding="utf-8")
     s = s[s.find("<article"):s.find("</article>")]
-    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", s)))
+    s = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", s)))
+    return re.sub(r" ([,.;:])", r"\1", s)
 
 
 def test_chapters_is_every_chapter_with_a_parameters_cell():
@@ -62,7 +63,7 @@ def test_a_missing_prompts_file_stops_before_anything_runs(tmp_path, capsys):
 @pytest.mark.slow
 def test_a_part_that_raises_stops_the_report_with_one_error(tmp_path, monkeypatch, tiny_dir):
     page = tmp_path / "broken.md"
-    page.write_text("---\njupytext:\n  text_representation:\n    format_name: myst\nkernelspec:\n  name: python3\n"
+    page.write_text("---\njupytext:\n  text_representation:\n    format_name: myst\nkernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n"
                     "---\n\n# Broken\n\n```{code-cell} ipython3\n:tags: [parameters]\n\nmodel = 'minilm'\n```\n\n"
                     "```{code-cell} ipython3\nimport lib\nraise lib.InputError(f'{model} has no such thing')\n```\n",
                     encoding="utf-8")
@@ -90,13 +91,20 @@ def prompts_file(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("family", ["bert", "llama"])
 def test_report_on_a_tiny_local_checkpoint(tmp_path, tokenized_tiny, prompts_file, family, monkeypatch):
     import lib
-    from lib.page.claims import CLAIMS, VERDICTS, verdict_slug
 
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")  # tiny models: threads only contend
     folder = tokenized_tiny[family]
     label = lib.load_model(str(folder)).label
     site = report.build_report(str(folder), prompts=str(prompts_file), out=tmp_path)
-    assert site == tmp_path / report.model_slug(str(folder)) and (site / "index.html").is_file()
+    assert site == tmp_path / report.model_slug(str(folder))
+    check_site(site, label, str(folder), str(prompts_file))
+
+
+def check_site(site: Path, label: str, model: str, prompts: str) -> None:
+    """What a report's site must show (its pages, the exactness checks, the About page, the Results page)."""
+    from lib.page.claims import CLAIMS, VERDICTS, verdict_slug
+
+    assert (site / "index.html").is_file()
     pages = site / "book"
 
     exact = _text(pages / "exactness.html")
@@ -104,7 +112,7 @@ def test_report_on_a_tiny_local_checkpoint(tmp_path, tokenized_tiny, prompts_fil
 
     ran = [c for c in report.CHAPTERS if report.parameter_names(ROOT / "book" / f"{c}.md") is not None]
     about = _text(pages / "about.html")
-    assert label in about and str(folder) in about and "cpu" in about and str(prompts_file) in about
+    assert label in about and model in about and "cpu" in about and prompts in about
     assert "package torch" in about and "Exactness checks" in about
     for chapter in report.CHAPTERS:
         title = report._title(ROOT / "book" / f"{chapter}.md")
