@@ -38,8 +38,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
+
+if TYPE_CHECKING:
+    from lib.models import SpectralModel
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # tools/ is not an installed package
@@ -141,8 +145,9 @@ def _hide_default_parameters(path: Path) -> None:
 
 def _glued(nb_path: Path) -> dict[str, str]:
     """name → plain text of every value an executed notebook glued (myst-nb's ``scrapbook`` outputs)."""
-    import nbformat
     from ast import literal_eval
+
+    import nbformat
 
     out = {}
     for cell in nbformat.read(nb_path, as_version=4).cells:
@@ -170,10 +175,10 @@ def results_markdown(label: str, glued: dict[str, dict[str, str]]) -> str:
     e = html.escape
     ran = [c for c in CLAIMS if c.chapter in glued and c.key("verdict") in glued[c.chapter]]
     lines = ["(report-results)=", "# Results", "",
-             f"Every claim that the chapters of this report test, measured on **{e(label)}** and its random-init "
+             (f"Every claim that the chapters of this report test, measured on **{e(label)}** and its random-init "
              "twins, with the verdict each chapter's code decided from its numbers (the same rules and the same "
              "words as the book's *Results at a glance*). Nothing here is typed in: each cell is the text the "
-             "chapter glued when it ran.", ""]
+             "chapter glued when it ran."), ""]
     if ran:
         counts = Counter(glued[c.chapter][c.key("verdict")] for c in ran)
         lines += ["**Verdicts:** " + " · ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v]), ""]
@@ -189,23 +194,23 @@ def results_markdown(label: str, glued: dict[str, dict[str, str]]) -> str:
                         f"<td>{e(c.short)}</td><td>{e(g[c.key('models')])}</td><td>{e(g[c.key('measured')])}</td>"
                         f'<td class="verdict verdict-{verdict_slug(v)}">{e(answer(c, v))}</td></tr>')
         lines += [f"## {heading}", "", "```{raw} html", '<table class="claims-overview-table report-claims">',
-                  "<thead><tr><th>Claim</th><th>In a few words</th><th>Models</th><th>What we measured</th>"
-                  "<th>Verdict</th></tr></thead>", "<tbody>", *rows, "</tbody></table>", "```", ""]
+                  ("<thead><tr><th>Claim</th><th>In a few words</th><th>Models</th><th>What we measured</th>"
+                  "<th>Verdict</th></tr></thead>"), "<tbody>", *rows, "</tbody></table>", "```", ""]
     missing = [c.id for c in CLAIMS if c not in ran]
     if missing:
-        lines += ["Not tested in this report (their chapters are not among its parts, or did not run: see "
-                  f"{{ref}}`report-about`): {', '.join(missing)}.", ""]
+        lines += [("Not tested in this report (their chapters are not among its parts, or did not run: see "
+                  f"{{ref}}`report-about`): {', '.join(missing)}."), ""]
     return "\n".join(lines)
 
 
 def _table(rows: Sequence[tuple[str, str]], header: tuple[str, str]) -> list[str]:
     e = html.escape
     body = "".join(f"<tr><td>{e(a)}</td><td>{e(b)}</td></tr>" for a, b in rows)
-    return ["```{raw} html", f"<table class=\"table\"><thead><tr><th>{e(header[0])}</th><th>{e(header[1])}</th>"
-            f"</tr></thead><tbody>{body}</tbody></table>", "```", ""]
+    return ["```{raw} html", (f"<table class=\"table\"><thead><tr><th>{e(header[0])}</th><th>{e(header[1])}</th>"
+            f"</tr></thead><tbody>{body}</tbody></table>"), "```", ""]
 
 
-def about_markdown(model, spec: dict, parts: Sequence[Part], total: float, command: str) -> str:
+def about_markdown(model: SpectralModel, spec: dict, parts: Sequence[Part], total: float, command: str) -> str:
     """The report's About page: what ran, where (device, dtype, versions) and how long each part took."""
     from lib.page.build_info import build_info
 
@@ -217,9 +222,9 @@ def about_markdown(model, spec: dict, parts: Sequence[Part], total: float, comma
     timing.append(("total, from loading the model to this page (the site build follows)", f"{total:.0f} s"))
     info = [(str(k), str(v)) for k, v in build_info()["value"].items()]
     return "\n".join(["(report-about)=", "# About this report", "",
-                      "What ran, where, and how long each part took. Every page was executed by `make report` "
+                      ("What ran, where, and how long each part took. Every page was executed by `make report` "
                       "with the model set in its parameters cell; the site was built from the executed "
-                      "notebooks with the book's theme.", "",
+                      "notebooks with the book's theme."), "",
                       "## What ran", "", *_table(what, ("item", "value")),
                       "## How long each part took", "", *_table(timing, ("part", "wall time")),
                       *[f"- {p.title}: {p.note}" for p in parts if p.ran and p.note], "",
@@ -229,9 +234,9 @@ def about_markdown(model, spec: dict, parts: Sequence[Part], total: float, comma
 def index_markdown(label: str, parts: Sequence[Part]) -> str:
     ran = [p for p in parts if p.ran]
     return "\n".join([f"# Report: {label}", "",
-                      f"The book *Spectral dynamics of transformers*, re-run on **{html.escape(label)}**: the "
+                      (f"The book *Spectral dynamics of transformers*, re-run on **{html.escape(label)}**: the "
                       "same analyses, statistics and verdicts as the book's chapters, computed for this model "
-                      "and its random-init twins.", "",
+                      "and its random-init twins."), "",
                       "- {ref}`report-exactness`: the book's formulas against this model's own modules;",
                       "- {ref}`report-results`: every claim the chapters below test, with its verdict;",
                       *[f"- {p.title}" for p in ran if p.slug != "exactness"],
@@ -337,7 +342,8 @@ def _build_site(work: Path) -> None:
     from lib.errors import ReportError
 
     proc = subprocess.run([str(Path(sys.executable).parent / "jupyter-book"), "build", str(work), "--keep-going"],
-                          cwd=work, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          cwd=work, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          check=False)
     if proc.returncode != 0 or not (work / "_build" / "html" / "index.html").is_file():
         raise ReportError(f"the report's site did not build:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
 
