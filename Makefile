@@ -93,13 +93,17 @@ colab: $(STAMP)
 
 ## make report MODEL=<alias|folder|hub id> [DEVICE=cuda] [PROMPTS=file]: the model-driven chapters re-run on
 ## MODEL (papermill, each chapter's parameters cell), after exactness checks of the book's formulas on its real
-## modules, as a site in the book's theme with its own Results and About pages: _build/report/<model slug>/
+## modules, as a site in the book's theme with its own Results and About pages: _build/report/<model slug>/.
+## The hub is open to it (only a MODEL that is a hub id is fetched; the chapters' own models stay offline);
+## REPORT_HUB_OFFLINE=1 keeps it closed (a hub id must then be in the local cache)
 MODEL ?=
+REPORT_HUB_OFFLINE ?= 0
 DEVICE ?= cpu
 PROMPTS ?=
 report: $(STAMP) $(MATHJAX)
 	@test -n "$(MODEL)" || { echo "make report: give the model, e.g. make report MODEL=minilm (an offline alias, a checkpoint folder or a hub id)" >&2; exit 2; }
-	$(PY) -m tools.report --model "$(MODEL)" --device "$(DEVICE)" $(if $(PROMPTS),--prompts "$(PROMPTS)")
+	HF_HUB_OFFLINE=$(REPORT_HUB_OFFLINE) TRANSFORMERS_OFFLINE=$(REPORT_HUB_OFFLINE) \
+	  $(PY) -m tools.report --model "$(MODEL)" --device "$(DEVICE)" $(if $(PROMPTS),--prompts "$(PROMPTS)")
 
 ## make bench: benchmarks (not tests); prints tables and writes benchmarks/results.json
 ## (options: make bench BENCH_ARGS="--quick --threads 1 --chapters")

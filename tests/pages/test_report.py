@@ -141,14 +141,15 @@ def check_site(site: Path, label: str, model: str, prompts: str) -> None:
 
 @pytest.mark.slow
 def test_report_by_hub_id_through_the_loopback_hub(tmp_path):
-    """The command line with a hub id: the checkpoint comes from the stand-in hub into a fresh cache."""
+    """The command line with a hub id: the checkpoint comes from the stand-in hub into a fresh cache (the hub is
+    open, as in ``make report``; the real-model switch stays off, so the chapters add no paper checkpoint)."""
     from hub_standin import HubStandin, build_checkpoint
 
     hub_id = "someone/tiny-bert"
     folder = build_checkpoint("bert", tmp_path / "repo", seed=3)
     with HubStandin({hub_id: folder}) as hub:
         env = dict(os.environ, HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hf-home"), HF_HUB_OFFLINE="0",
-                   TRANSFORMERS_OFFLINE="0", SPECTRAL_BOOK_REAL_MODELS="1", HF_HUB_DISABLE_TELEMETRY="1",
+                   TRANSFORMERS_OFFLINE="0", HF_HUB_DISABLE_TELEMETRY="1",
                    OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
         proc = subprocess.run([sys.executable, "-m", "tools.report", "--model", hub_id, "--chapters",
                                "00_layer_spectra", "--out", str(tmp_path / "out")], cwd=ROOT, env=env,
