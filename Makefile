@@ -20,7 +20,7 @@ MATHJAX := .vendor/mathjax/tex-mml-chtml.js
 AXE_VERSION := 4.14.1
 AXE := .vendor/axe-core/axe.min.js
 
-.PHONY: book pdf test lab student course colab bench vendor linkcheck browser-deps clean
+.PHONY: book pdf test lab student course colab bench vendor linkcheck browser-deps clean report
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -90,6 +90,20 @@ course: $(STAMP)
 ## workflow pushes them to the colab branch, which the Colab buttons open
 colab: $(STAMP)
 	$(PY) -m tools.colab --out _build/colab
+
+## make report MODEL=<alias|folder|hub id> [DEVICE=cuda] [PROMPTS=file]: the model-driven chapters re-run on
+## MODEL (papermill, each chapter's parameters cell), after exactness checks of the book's formulas on its real
+## modules, as a site in the book's theme with its own Results and About pages: _build/report/<model slug>/.
+## The hub is open to it (only a MODEL that is a hub id is fetched; the chapters' own models stay offline);
+## REPORT_HUB_OFFLINE=1 keeps it closed (a hub id must then be in the local cache)
+MODEL ?=
+REPORT_HUB_OFFLINE ?= 0
+DEVICE ?= cpu
+PROMPTS ?=
+report: $(STAMP) $(MATHJAX)
+	@test -n "$(MODEL)" || { echo "make report: give the model, e.g. make report MODEL=minilm (an offline alias, a checkpoint folder or a hub id)" >&2; exit 2; }
+	HF_HUB_OFFLINE=$(REPORT_HUB_OFFLINE) TRANSFORMERS_OFFLINE=$(REPORT_HUB_OFFLINE) \
+	  $(PY) -m tools.report --model "$(MODEL)" --device "$(DEVICE)" $(if $(PROMPTS),--prompts "$(PROMPTS)")
 
 ## make bench: benchmarks (not tests); prints tables and writes benchmarks/results.json
 ## (options: make bench BENCH_ARGS="--quick --threads 1 --chapters")

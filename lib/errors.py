@@ -45,3 +45,8 @@ class RealModelRunError(SpectralBookError, RuntimeError):
 
     Raised (not printed) so that a publishing build stops instead of publishing a page without it.
     """
+
+
+class ReportError(SpectralBookError, RuntimeError):
+    """``make report`` (``tools.report``): a part of the report could not analyse the model; the message names the
+    part, the error it raised and where the notebook as far as it ran was kept."""

@@ -41,6 +41,31 @@ def tiny_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tokenized_tiny(tmp_path_factory):
+    """``{family: folder}``: a tiny BERT with MiniLM's WordPiece tokenizer and a tiny Llama with the book decoder's,
+    each with its vocabulary sized to its tokenizer (chapter 3 tokenizes prompts; tiny_dir's folders have no
+    tokenizer)."""
+    import torch
+    from tiny_models import perturb_, tiny_configs
+    from transformers import AutoModel
+
+    import lib
+
+    folders = {}
+    for family, source in (("bert", "minilm"), ("llama", "book-decoder")):
+        tokenizer = lib.load_model(source).tokenizer
+        config = tiny_configs()[family]
+        config.vocab_size = len(tokenizer)
+        torch.manual_seed(0)
+        model = AutoModel.from_config(config)
+        perturb_(model, 0)
+        folders[family] = tmp_path_factory.mktemp(f"tiny-tok-{family}")
+        model.save_pretrained(folders[family])
+        tokenizer.save_pretrained(folders[family])
+    return folders
+
+
+@pytest.fixture(scope="session")
 def tiny64(tiny_dir):
     """``tiny64(family)`` -> the tiny checkpoint of that family loaded in float64 (cached per session)."""
     import torch

@@ -7,5 +7,6 @@
 * :mod:`~lib.methods.topology`: communities of residual coordinates and their coupling to gain, and the power
   that qualifies a null verdict (chapters 4 and 6);
 * :mod:`~lib.methods.steering`: the rank-1 edit of an output matrix (chapters 5 and 6);
-* :mod:`~lib.methods.bridge`: the power-method matrix inside the block Jacobian (chapter 6).
+* :mod:`~lib.methods.bridge`: the power-method matrix inside the block Jacobian (chapter 6);
+* :mod:`~lib.methods.exactness`: the book's formulas against a model's real modules (``make report``).
 """

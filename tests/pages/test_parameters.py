@@ -92,31 +92,6 @@ def test_a_misspelt_model_stops_at_the_loading_cell_with_one_message(tmp_path, m
     assert (tmp_path / "00_layer_spectra.out.ipynb").exists()  # papermill keeps what ran, for the reader
 
 
-@pytest.fixture(scope="module")
-def tokenized_tiny(tmp_path_factory):
-    """``{family: folder}``: a tiny BERT with MiniLM's WordPiece tokenizer and a tiny Llama with the book decoder's,
-    each with its vocabulary sized to its tokenizer (chapter 3 tokenizes prompts; tiny_dir's folders have no
-    tokenizer)."""
-    import torch
-    from tiny_models import perturb_, tiny_configs
-    from transformers import AutoModel
-
-    import lib
-
-    folders = {}
-    for family, source in (("bert", "minilm"), ("llama", "book-decoder")):
-        tokenizer = lib.load_model(source).tokenizer
-        config = tiny_configs()[family]
-        config.vocab_size = len(tokenizer)
-        torch.manual_seed(0)
-        model = AutoModel.from_config(config)
-        perturb_(model, 0)
-        folders[family] = tmp_path_factory.mktemp(f"tiny-tok-{family}")
-        model.save_pretrained(folders[family])
-        tokenizer.save_pretrained(folders[family])
-    return folders
-
-
 def test_chapter_3_runs_on_a_readers_checkpoints_and_prompts(tmp_path, monkeypatch, tokenized_tiny):
     """Both models, the twins' seeds and the prompt set replaced: every glued number, name and Takeaway line is
     the tiny models'; the prompts (words of the decoder's grammar) are read from a text file."""
