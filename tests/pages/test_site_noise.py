@@ -1,18 +1,21 @@
 """The static page without noise (issue #28 §3), read from the chapters' sources.
 
-* **Plotting code folds away, the method stays in view** (d2l's rule). A *display cell* is a code cell outside
-  the solutions that shows something (it calls a function of ``lib.page``: a chart, ``figure``, a table) and
-  calls nothing of the method: no function imported from ``lib`` outside ``lib.page`` (``lib.chapters``,
-  ``lib.methods``, ``lib.jacobians``, ``lib.linalg``, ``lib.models``, ``lib.theory``, ``lib.stats``, ``lib.load_*``)
-  and no ``show_source`` (the method's own code) or ``book_setup``. Every display cell carries ``hide-input`` (the
-  site folds its code behind a "show code" button) and no other cell does. ``hide-input`` is a site tag only:
-  JupyterLab, Colab and the student editions ignore tags, so they show these cells as before.
-* **Nothing that only says "nothing happened"**: an exercise's template cell (the checker run on the unfilled
-  template prints its failed checks) carries ``remove-output``; no code cell prints an offline "Skipped" or
-  "Offline build" message (the prose says once, in a note, what ``SPECTRAL_BOOK_REAL_MODELS=1`` adds); no visible
-  cell ends in a bare name (an object's printout such as ``Twins(...)``).
-* **One notation**: the layer index is $t$ in every chapter and on the notation page (Li & Altafini's layer
-  time; Fernando & Guitchounts' $l$ is not used), and a block's update $J_t - I$ is $U_t$, its mean $\\bar U_t$.
+* **Plotting code folds away, the method stays in view** (d2l's rule). A *display cell* is a code cell
+  outside the solutions that shows something (it calls a function of ``lib.page``: a chart, ``figure``, a
+  table) and calls nothing of the method: no function imported from ``lib`` outside ``lib.page``
+  (``lib.chapters``, ``lib.methods``, ``lib.jacobians``, ``lib.linalg``, ``lib.models``, ``lib.theory``,
+  ``lib.stats``, ``lib.load_*``) and no ``show_source`` (the method's own code) or ``book_setup``. Every
+  display cell carries ``hide-input`` (the site folds its code behind a "show code" button) and no other cell
+  does. ``hide-input`` is a site tag only: JupyterLab, Colab and the student editions ignore tags, so they
+  show these cells as before.
+* **Nothing that only says "nothing happened"**: an exercise's template cell (the checker run on the
+  unfilled template prints its failed checks) carries ``remove-output``; no code cell prints an offline
+  "Skipped" or "Offline build" message (the prose says once, in a note, what
+  ``SPECTRAL_BOOK_REAL_MODELS=1`` adds); no visible cell ends in a bare name (an object's printout such as
+  ``Twins(...)``).
+* **One notation**: the layer index is $t$ in every chapter and on the notation page (Li & Altafini's
+  layer time; Fernando & Guitchounts' $l$ is not used), and a block's update $J_t - R$ is $U_t$, its mean
+  $\\bar U_t$.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from test_page_limits import _in_solution, _is_template
 CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.md"))
 ids = [p.stem for p in CHAPTERS]
 HIDE = "hide-input"
+OFF_SITE = {"remove-input", "remove-cell", "lab-only"}  # input not on the site at all
 _NOT_DISPLAY = {"lib.page.source", "lib.page.setup"}  # the method's own code; the page's setup
 
 
@@ -37,7 +41,7 @@ def _cells(path: Path) -> list:
 
 
 def _imports(cells: list) -> dict[str, str]:
-    """Every name a chapter's code cells bind by import, with the module (or ``module.name``) it comes from."""
+    """Every name a chapter's code cells bind by import, with its module (or ``module.name``)."""
     names: dict[str, str] = {}
     for c in cells:
         if c.cell_type != "code":
@@ -61,7 +65,7 @@ def _root(func: ast.expr) -> str | None:
 
 
 def _origins(source: str, imports: dict[str, str]) -> list[str]:
-    """The module of every call in ``source`` to a name imported from ``lib`` (``lib`` itself for ``lib.x()``)."""
+    """The module of every call in ``source`` to a name imported from ``lib`` (``lib`` for ``lib.x()``)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -94,8 +98,8 @@ def _code(path: Path):
 def test_the_rule_tells_plotting_from_method():
     imports = {"fp": "lib.page.jacobian_funnel", "figure": "lib.page.figures.figure", "fs": "lib.chapters.x",
                "show_source": "lib.page.source.show_source", "lib": "lib", "np": "numpy"}
-    assert display_cell('chart = fp.depth_chart(depth.assign(b=np.sqrt(2)))\nfigure(chart, "x", "c")', imports)
-    assert not display_cell('trends = fs.depth_trends(boot)\nfigure(fp.slope_chart(trends), "t", "c")', imports)
+    assert display_cell('c = fp.depth_chart(depth.assign(b=np.sqrt(2)))\nfigure(c, "x", "c")', imports)
+    assert not display_cell('t = fs.depth_trends(boot)\nfigure(fp.slope_chart(t), "t", "c")', imports)
     assert not display_cell("show_source(fs.f)", imports)
     assert not display_cell('twins = lib.load_twins("minilm")', imports)
     assert not display_cell("x = np.ones(3)\nprint(x)", imports)
@@ -104,7 +108,7 @@ def test_the_rule_tells_plotting_from_method():
 @pytest.mark.parametrize("path", CHAPTERS, ids=ids)
 def test_plotting_cells_fold_and_method_cells_stay_in_view(path):
     missing = [f"cell {i}: {c.source.splitlines()[0][:60]!r}" for i, c, tags, imp in _code(path)
-               if display_cell(c.source, imp) and not tags & {HIDE, "remove-input", "remove-cell", "lab-only"}]
+               if display_cell(c.source, imp) and not tags & {HIDE, *OFF_SITE}]
     extra = [f"cell {i}: {c.source.splitlines()[0][:60]!r}" for i, c, tags, imp in _code(path)
              if HIDE in tags and not display_cell(c.source, imp)]
     assert not missing, f"{path.name}: display cells without {HIDE}: {missing}"
@@ -152,7 +156,7 @@ def test_no_visible_cell_prints_an_object(path):
     assert not bare, f"{path.name}: cells ending in an object's printout: {bare}"
 
 
-# -- one notation -------------------------------------------------------------------------------------------------
+# -- one notation ------------------------------------------------------------------------------------------
 _MATH = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$|\\begin\{(\w+\*?)\}.*?\\end\{\1\}", re.S)
 _LAYER_L = re.compile(r"_\{?l\b(?![a-z])|_\{l[-+]|_\{[^}]*,\s*l\}|\bl\s*=\s*0|\(l\+1\)")
 _LAYER_L_TEXT = re.compile(r"[A-Za-zΑ-ω]\u0304?ₗ")
@@ -176,14 +180,14 @@ NOTATION_PAGES = [*CHAPTERS, ROOT / "book" / "notation.md", ROOT / "book" / "glo
 def test_one_layer_index_and_one_update_symbol(path):
     text, math = _prose_and_math(path)
     layer_l = [m for m in math if _LAYER_L.search(m)] + _LAYER_L_TEXT.findall(text)
-    assert not layer_l, f"{path.name}: the layer index is t in every chapter (notation page), not l: {layer_l[:6]}"
+    assert not layer_l, f"{path.name}: the layer index is t in every chapter, not l: {layer_l[:6]}"
     update_a = [m for m in math if _UPDATE_A.search(m)] + re.findall(r"Ā\S*", text)
     assert not update_a, f"{path.name}: a block's mean update is Ū (\\bar U_t), not Ā: {update_a[:6]}"
 
 
 def test_the_notation_page_defines_the_update_and_the_edit_strength():
     text = (ROOT / "book" / "notation.md").read_text(encoding="utf-8")
-    assert r"\bar U_t" in text and r"\bar J_t" in text, "the notation page names the update Ū_t = J̄_t − I"
+    assert r"\bar U_t" in text and r"\bar J_t" in text, "the notation page names the update Ū_t"
     assert "edit strength" in text
     ch5 = (ROOT / "book" / "05_steering_lab.md").read_text(encoding="utf-8")
     assert "**edit strength**" in ch5, "chapter 5 names α|c|/|λ₁| once, as the edit strength"
