@@ -191,3 +191,29 @@ def test_the_notation_page_defines_the_update_and_the_edit_strength():
     assert "edit strength" in text
     ch5 = (ROOT / "book" / "05_steering_lab.md").read_text(encoding="utf-8")
     assert "**edit strength**" in ch5, "chapter 5 names α|c|/|λ₁| once, as the edit strength"
+
+
+# -- the built site (slow: the whole book is built once per session) ------------------------------------------
+_NOISE = re.compile(r"Skipped: needs|Offline build|checks passed|\bTwins\(|\bTwinViews\(")
+
+
+def _notebook_pages() -> list[str]:
+    from conftest import toc_pages
+
+    from lib.page.build_info import is_notebook
+
+    return [p for p in toc_pages() if is_notebook(ROOT / f"{p}.md")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", _notebook_pages())
+def test_the_built_page_shows_no_noise_and_folds_its_plotting_code(built_site, page):
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup((built_site / f"{page}.html").read_text(encoding="utf-8"), "html.parser")
+    outputs = " ".join(o.get_text(" ") for o in soup.select("article div.cell_output"))
+    noise = sorted(set(_NOISE.findall(outputs)))
+    assert not noise, f"{page}: outputs that only say nothing ran: {noise}"
+    folded = soup.select("article div.cell.tag_hide-input details.hide")
+    tagged = soup.select("article div.cell.tag_hide-input")
+    assert len(folded) == len(tagged), f"{page}: {len(tagged) - len(folded)} plotting cells not folded"
