@@ -217,3 +217,17 @@ def test_the_built_page_shows_no_noise_and_folds_its_plotting_code(built_site, p
     folded = soup.select("article div.cell.tag_hide-input details.hide")
     tagged = soup.select("article div.cell.tag_hide-input")
     assert len(folded) == len(tagged), f"{page}: {len(tagged) - len(folded)} plotting cells not folded"
+
+
+def test_the_fold_button_is_named_by_its_text():
+    """myst-nb's ``aria-label="Toggle hidden content"`` on a folded cell's "Show code" button failed axe's
+    label-content-name-mismatch (serious) on every page with a plotting cell; book/_ext/accessibility.py drops it."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import accessibility
+
+    body = '<details class="hide above-input">\n<summary aria-label="Toggle hidden content">\n<span>Show code</span>'
+    context = {"body": body}
+    accessibility._folded_code_named_by_its_text(None, "p", "page.html", context, None)
+    assert "aria-label" not in context["body"] and "<summary>" in context["body"]
