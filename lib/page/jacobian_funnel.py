@@ -124,7 +124,7 @@ def depth_chart(
     scale = alt.Scale(domain=list(domain), nice=False)
     data = df.assign(reference=baseline or "")
     colour = model_color("series", list(df["series"]), legend=alt.Legend(orient="bottom", columns=2, title=None))
-    x = alt.X("depth:Q", title="relative depth (l+1)/L", scale=alt.Scale(domain=[0, 1.05], nice=False))
+    x = alt.X("depth:Q", title="relative depth (t+1)/L", scale=alt.Scale(domain=[0, 1.05], nice=False))
     tips = ["series:N", "layer:Q", alt.Tooltip(f"{value}:Q", format=".3f", title=y_title),
             alt.Tooltip(f"{lo}:Q", format=".3f", title="95% interval, low"),
             alt.Tooltip(f"{hi}:Q", format=".3f", title="95% interval, high")]
@@ -308,7 +308,7 @@ def coupling_chart(df: pd.DataFrame, *, title: str, model: str, description: str
     # drawn from its own small table once kept every layer on its own data, so both panels showed
     # both models.)
     base = alt.Chart().encode(
-        x=alt.X("depth:Q", title="relative depth (l+1)/L", scale=alt.Scale(domain=[0, 1.05], nice=False)),
+        x=alt.X("depth:Q", title="relative depth (t+1)/L", scale=alt.Scale(domain=[0, 1.05], nice=False)),
         y=alt.Y("r_s:Q", title="coupling r_S", scale=alt.Scale(domain=[-lim, lim], nice=False)),
         color=colour,
     )
