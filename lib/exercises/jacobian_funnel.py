@@ -277,10 +277,10 @@ def check_truncated_funnel(fn: Callable[[np.ndarray, int], Any], verbose: bool =
 
         return {"truncate after every step, not only the final product": erank_of(truncate(P_end)),
                 "truncate to rank k: this is the untruncated product": erank_of(P_end),
-                "multiply on the left, P ← J P (Pₗ = Jₗ₋₁ ⋯ J₀), not P ← P J": erank_of(P_rev),
+                "multiply on the left, P ← J P (Pₜ = Jₜ₋₁ ⋯ J₀), not P ← P J": erank_of(P_rev),
                 f"keep the k = {k} largest singular values, s[:k], not k + 1": run(keep(k + 1)),
                 f"keep the k = {k} largest singular values, s[:k], not k − 1": run(keep(max(k - 1, 1))),
-                "truncate the product P after each multiplication, not each Jₗ before it": run(keep(k), each_J=True)}
+                "truncate the product P after each multiplication, not each Jₜ before it": run(keep(k), each_J=True)}
 
     def case(Js: np.ndarray, k: int) -> Callable[[], None]:
         def run() -> None:

@@ -124,7 +124,7 @@ def depth_chart(
     scale = alt.Scale(domain=list(domain), nice=False)
     data = df.assign(reference=baseline or "")
     colour = model_color("series", list(df["series"]), legend=alt.Legend(orient="bottom", columns=2, title=None))
-    x = alt.X("depth:Q", title="relative depth (l+1)/L", scale=alt.Scale(domain=[0, 1.05], nice=False))
+    x = alt.X("depth:Q", title="relative depth (t+1)/L", scale=alt.Scale(domain=[0, 1.05], nice=False))
     tips = ["series:N", "layer:Q", alt.Tooltip(f"{value}:Q", format=".3f", title=y_title),
             alt.Tooltip(f"{lo}:Q", format=".3f", title="95% interval, low"),
             alt.Tooltip(f"{hi}:Q", format=".3f", title="95% interval, high")]
@@ -210,7 +210,7 @@ def block_erank_chart(df: pd.DataFrame, *, title: str, model: str, d: int,
     off = alt.XOffset("series:N", sort=series, scale=alt.Scale(paddingInner=0.2))
     x = alt.X("block:O", title="block l")
     pts = alt.Chart().mark_point(filled=True, size=50).encode(
-        x=x, xOffset=off, y=alt.Y("erank:Q", title="effective rank of J̄ₗ (log scale)", scale=y_scale),
+        x=x, xOffset=off, y=alt.Y("erank:Q", title="effective rank of J̄ₜ (log scale)", scale=y_scale),
         color=colour, tooltip=["series:N", "block:O", alt.Tooltip("erank:Q", format=".1f"),
                                alt.Tooltip("lo:Q", format=".1f"), alt.Tooltip("hi:Q", format=".1f")])
     bars = alt.Chart().mark_rule().encode(x=x, xOffset=off, y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=colour)
@@ -308,7 +308,7 @@ def coupling_chart(df: pd.DataFrame, *, title: str, model: str, description: str
     # drawn from its own small table once kept every layer on its own data, so both panels showed
     # both models.)
     base = alt.Chart().encode(
-        x=alt.X("depth:Q", title="relative depth (l+1)/L", scale=alt.Scale(domain=[0, 1.05], nice=False)),
+        x=alt.X("depth:Q", title="relative depth (t+1)/L", scale=alt.Scale(domain=[0, 1.05], nice=False)),
         y=alt.Y("r_s:Q", title="coupling r_S", scale=alt.Scale(domain=[-lim, lim], nice=False)),
         color=colour,
     )
@@ -350,7 +350,7 @@ def community_scatter_chart(comm: pd.DataFrame, *, title: str, model: str,
 
 
 def jacobian_clouds(Jbar: np.ndarray, layers: Sequence[int], *, model: str,
-                    title: str = "Eigenvalues of the mean block Jacobian J̄ₗ") -> alt.TopLevelMixin:
+                    title: str = "Eigenvalues of the mean block Jacobian J̄ₜ") -> alt.TopLevelMixin:
     """The eigenvalues of ``Jbar[l]`` for each ``l`` of ``layers`` (0-based; panels say "block l+1"), not rescaled:
     each panel has its own axes and the dashed circle of radius ``|λ₁|``
     (:func:`lib.page.plotting.eigenvalue_chart`)."""
@@ -397,7 +397,7 @@ def block_erank_table(runs: dict[str, BootstrapRun], trained: str = "trained") -
     L = len(tr.point["erank"])
     return pd.DataFrame([{
         "block l": l + 1,
-        "erank J̄ₗ, trained": tr.interval("erank", l).fmt(".1f"), "erank J̄ₗ, twins": twin_range("erank", l),
+        "erank J̄ₜ, trained": tr.interval("erank", l).fmt(".1f"), "erank J̄ₜ, twins": twin_range("erank", l),
         "product 1..l, trained": tr.interval("funnel", l + 1).fmt(".1f"),
         "product 1..l, twins": twin_range("funnel", l + 1),
         "product 2..l, trained": tr.interval("funnel_no_b1", l).fmt(".1f") if l else "–",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["NAME_PATTERN", "GlueNameError", "glue", "check_published"]
+__all__ = ["NAME_PATTERN", "GlueNameError", "glue", "glued", "check_published"]
 
 #: The names ``{eval}`...``` accepts: myst-nb's ``nb_eval_name_regex`` default, without its ``$``.
 NAME_PATTERN = re.compile(r"[a-zA-Z][a-zA-Z0-9_]*")
@@ -109,3 +109,18 @@ def glue(name: str, value: Any, display: bool = False) -> None:
     elif not NAME_PATTERN.fullmatch(name):
         raise GlueNameError(f"glue name {name!r} is not an identifier matching {NAME_PATTERN.pattern}")
     nb_glue(name, value, display=display)
+
+
+def glued(*names: str) -> list[Any]:
+    """The values :func:`glue` last published under ``names`` in this process, in the order given.
+
+    A page's small table of the numbers its prose quotes (``pd.DataFrame`` of ``glued(...)``) then shows
+    exactly the glued text, never a second formatting of the same number.
+
+    Raises:
+        KeyError: naming every name that was never glued.
+    """
+    missing = [n for n in names if n not in _published]
+    if missing:
+        raise KeyError(f"never glued: {', '.join(missing)}")
+    return [_published[n] for n in names]

@@ -20,8 +20,7 @@ and :func:`shared_run_row` (3.2), :func:`gamma_rho_table` (3.3), :func:`overview
 
 **Prose.** The values the chapter glues into its text, by glue name: :func:`gamma_rho_glue`,
 :func:`build_up_glue`, :func:`direction_glue`, with the phrases they use (:func:`layer_list`, :func:`beat_phrase`,
-:func:`p_phrase`, :func:`build_up_text`, :func:`build_up_summary`) and the offline build's note
-(:func:`offline_message`). The Takeaway's lines are decided from the loaded models' numbers by :func:`takeaway`
+:func:`p_phrase`, :func:`build_up_text`, :func:`build_up_summary`). The Takeaway's lines are decided from the loaded models' numbers by :func:`takeaway`
 (:func:`display_name` names the models in them).
 """
 
@@ -48,7 +47,7 @@ from lib.chapters.real_models import (
 )
 from lib.chapters.real_models_directions import DIRECTION_STATISTICS, direction_verdict
 from lib.linalg.power import fitted_ratio
-from lib.models.paper import PAPER_MODELS, estimate_seconds
+from lib.models.paper import PAPER_MODELS
 from lib.page.plotting import NULL_COLOR, model_color, model_kind, model_palette, titled
 
 if TYPE_CHECKING:
@@ -74,7 +73,6 @@ __all__ = [
     "gamma_rho_glue",
     "gamma_rho_table",
     "layer_list",
-    "offline_message",
     "overview_row",
     "overview_table",
     "p_phrase",
@@ -682,13 +680,6 @@ def direction_glue(tests: Sequence[DirectionTests], n_layers: int) -> dict[str, 
         out[f"{claim_id}_twins"] = ", ".join(str(len(t.held(keys))) for t in twins)
         out[f"{claim_id}_verdict"] = direction_verdict(tests, keys, n_layers)
     return out
-
-
-def offline_message() -> str:
-    """What chapter 3's real-model section prints in an offline build: what it skipped and how long it would take."""
-    return ("Offline build: the paper's checkpoints were skipped. Set SPECTRAL_BOOK_REAL_MODELS=1 (with network "
-            "access) to run " + ", ".join(s.hub_id for s in PAPER_MODELS) + ".\n"
-            f"Estimated time for all of them on this machine: {estimate_seconds(PAPER_MODELS) / 60:.0f} min.")
 
 
 # -- the Takeaway, decided from the numbers (any model of the parameters cell) ---------------------------------

@@ -173,7 +173,7 @@ _ASCII_SUBSCRIPT = re.compile(r"(?<![\w\\])(?:[^\W\d_]|J̄|Ā)_(?:kv|ij|[0-9tlhk
 @pytest.mark.parametrize("page", CHAPTER_PAGES)
 def test_plain_text_subscripts_are_unicode(built_site, page):
     """Where math cannot be typeset (chart text, captions, glued prose, table headers) subscripts follow the
-    notation page: γₜ, J̄ₗ, dₕ, not ``γ_t``; ``f_C``-style ones with no Unicode letter keep their underscore."""
+    notation page: γₜ, J̄ₜ, dₕ, not ``γ_t``; ``f_C``-style ones with no Unicode letter keep their underscore."""
     from bs4 import BeautifulSoup
 
     found = []

@@ -105,4 +105,4 @@ def test_truncated_funnel_names_an_off_by_one_k_and_truncated_factors(capsys):
 
     rejects(capsys, ex.check_truncated_funnel, lambda Js, k: funnel(Js, k, k + 1), message="not k + 1")
     rejects(capsys, ex.check_truncated_funnel, lambda Js, k: funnel(Js, k, max(k - 1, 1)), message="not k − 1")
-    rejects(capsys, ex.check_truncated_funnel, lambda Js, k: funnel(Js, k, k, each_J=True), message="not each Jₗ")
+    rejects(capsys, ex.check_truncated_funnel, lambda Js, k: funnel(Js, k, k, each_J=True), message="not each Jₜ")

@@ -100,3 +100,12 @@ def test_a_glued_claim_can_be_quoted_in_the_lab():
         assert shell.run_cell("claim_FG3_verdict").result == "partly reproduced"
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_glued_returns_the_published_values_in_order_and_names_the_missing():
+    ns: dict = {}
+    prose.publish("f_tr", "0.61–0.70", ns)
+    prose.publish("f_rd", "0.55", ns)
+    assert prose.glued("f_rd", "f_tr") == ["0.55", "0.61–0.70"]
+    with pytest.raises(KeyError, match="never glued: f_x, f_y"):
+        prose.glued("f_tr", "f_x", "f_y")
