@@ -35,9 +35,11 @@ if TYPE_CHECKING:
 __all__ = [
     "DEPTH_METRICS",
     "FUNNEL_READINGS",
+    "JACOBIAN_CLAIMS",
     "METRIC_LABELS",
     "PAPER_MODELS",
     "PRODUCTS",
+    "PROTOCOLS",
     "FunnelEvidence",
     "block_erank_frame",
     "bootstrap_twins",
@@ -53,12 +55,14 @@ __all__ = [
     "funnel_readings_verdicts",
     "funnel_verdict",
     "input_norms",
+    "jacobian_claim_verdicts",
     "leading_eigenvalues",
     "learned_verdict",
     "metric_frame",
     "operator_sign_verdict",
     "paper_model_work",
     "per_prompt_final_erank",
+    "protocol_verdicts",
     "sign_pattern_verdict",
     "smallest_moduli",
     "sub_block_frame",
@@ -233,7 +237,8 @@ METRIC_LABELS: dict[str, str] = {"f_C": "complex fraction f_C", "delta_H": "Henr
 
 def bootstrap_twins(jacobians, *, update: bool, n_boot: int, seed: int = 0,
                     resample: Sequence[str] = BOOTSTRAP_STATS, twins: bool = True,
-                    trained: str = "trained", final_only: bool = False) -> dict[str, BootstrapRun]:
+                    trained: str = "trained", final_only: bool = False,
+                    twins_final_only: bool = False) -> dict[str, BootstrapRun]:
     """:func:`lib.methods.funnel.bootstrap_run` for a model and each twin, with the same resamples (same
     ``seed``).
 
@@ -243,9 +248,12 @@ def bootstrap_twins(jacobians, *, update: bool, n_boot: int, seed: int = 0,
         update, n_boot, seed, resample, final_only: as :func:`lib.methods.funnel.bootstrap_run`.
         twins: ``False``: only ``trained`` is resampled, the twins get point values (where only the trained
             model's interval is shown: the post-LN contrast).
+        twins_final_only: ``final_only`` for the twins alone (their funnels' intervals are read at the final
+            product only, the trained model's block by block).
     """
     return {s: bootstrap_run(js.per_prompt, update=update, n_boot=n_boot if (twins or s == trained) else 0,
-                             seed=seed, resample=resample, final_only=final_only)
+                             seed=seed, resample=resample,
+                             final_only=final_only or (twins_final_only and s != trained))
             for s, js in jacobians.items()}
 
 
@@ -553,23 +561,67 @@ def funnel_readings(ev: FunnelEvidence) -> dict[str, dict[str, object]]:
     return out
 
 
-def claim_verdicts(ev: FunnelEvidence) -> dict[str, str]:
+JACOBIAN_CLAIMS: tuple[str, ...] = ("FG1", "FG2", "FG3", "FG4")
+"""The claims decided from the mean block Jacobians alone (their spectra, trends and funnels), which therefore
+have a reading per Jacobian protocol (:data:`PROTOCOLS`); FG5 and FG6 also need the residual graphs."""
+
+PROTOCOLS: dict[str, str] = {
+    "single-token": "each block run on the last token alone (the paper's protocol as summarised [secondary])",
+    "in context": "the in-context diagonal block ∂h_{l+1}[T]/∂h_l[T] of the real sentence (chapter 6) [ours]",
+}
+"""The two Jacobian protocols whose readings of FG1–FG4 are co-primary [ours]: the single-token protocol is the
+Jacobian of a different function from the one the token meets in its sentence (chapter 6), so neither stands in
+for the other (:func:`protocol_verdicts`)."""
+
+
+def jacobian_claim_verdicts(ev: FunnelEvidence) -> dict[str, str]:
+    """FG1–FG4 (:data:`JACOBIAN_CLAIMS`) from one protocol's evidence: FG1 the trend of ``f_C``
+    (:func:`trend_verdict`), FG2 those of ``δ_H`` and ``r_rot`` (:func:`combine_verdicts`), FG3 and FG4 the union of
+    their two readings (:func:`funnel_readings_verdicts`)."""
+    tv = trend_verdicts(ev.trends, ev.trained)
+    rd = funnel_readings(ev)
+    fr = funnel_readings_verdicts(*((r["trained"], r["twins"], r["ratio"]) for r in rd.values()))
+    return {"FG1": tv["f_C"], "FG2": combine_verdicts([tv["delta_H"], tv["r_rot"]]),
+            "FG3": fr["FG3"]["union"], "FG4": fr["FG4"]["union"]}
+
+
+def protocol_verdicts(by_protocol: dict[str, dict[str, str]]) -> dict[str, str]:
+    """One verdict per claim from its co-primary readings under several Jacobian protocols [ours].
+
+    The rule is :func:`combine_verdicts` claim by claim, as for FG3's two readings: reproduced under every protocol,
+    reproduced; under some (or partly under any), partly reproduced; under none, but present at random init under
+    some, not specific to training; else not reproduced.
+
+    Args:
+        by_protocol: protocol (e.g. :data:`PROTOCOLS`) → claim → verdict; every protocol must judge the same claims.
+
+    Raises:
+        ValueError: no protocol, or protocols that judge different claims.
+    """
+    if not by_protocol:
+        raise ValueError("need the verdicts of at least one protocol")
+    claims = [list(v) for v in by_protocol.values()]
+    if any(set(c) != set(claims[0]) for c in claims):
+        raise ValueError(f"every protocol must judge the same claims, got {dict(zip(by_protocol, claims))}")
+    return {c: combine_verdicts([v[c] for v in by_protocol.values()]) for c in claims[0]}
+
+
+def claim_verdicts(ev: FunnelEvidence, in_context: FunnelEvidence | None = None) -> dict[str, str]:
     """The verdicts on FG1–FG7 (:data:`lib.page.claims.CLAIMS`), each from a tested rule of this module.
 
-    FG3 and FG4 are the union of their two readings (:func:`funnel_readings_verdicts`); FG7 is
-    :func:`learned_verdict` of FG1–FG6.
+    FG1–FG4 are :func:`jacobian_claim_verdicts` of ``ev`` (single-token) and, with ``in_context`` (the same
+    statistics of the in-context Jacobians), :func:`protocol_verdicts` of both readings; FG5 and FG6 come from
+    ``ev``'s couplings; FG7 is :func:`learned_verdict` of FG1–FG6.
     """
-    tv = trend_verdicts(ev.trends, ev.trained)
+    v = jacobian_claim_verdicts(ev)
+    if in_context is not None:
+        v = protocol_verdicts({"single-token": v, "in context": jacobian_claim_verdicts(in_context)})
     pw = ev.power.set_index("effect") if "effect" in ev.power.columns else ev.power
     sub_tr, sub_rd = ev.split(ev.sub_blocks)
     attn, mlp = (sub_tr[sub_tr.sub_block == s].sort_values("layer") for s in ("attention", "MLP"))
     op = operator_sign_verdict(attn.r_s, attn.q, mlp.r_s, mlp.q,
                                [g.q for _, g in sub_rd.groupby(["weights", "sub_block"])])
     block_tr, _ = ev.split(ev.coupling)
-    rd = funnel_readings(ev)
-    fr = funnel_readings_verdicts(*((r["trained"], r["twins"], r["ratio"]) for r in rd.values()))
-    v = {"FG1": tv["f_C"], "FG2": combine_verdicts([tv["delta_H"], tv["r_rot"]]),
-         "FG3": fr["FG3"]["union"], "FG4": fr["FG4"]["union"]}
     v["FG5"] = power_qualified(op, pw.r_s_mean, pw.power_bh)
     v["FG6"] = power_qualified(sign_pattern_verdict(block_tr.r_s, block_tr.q, block_tr.depth), pw.r_s_mean,
                                pw.power_bh)

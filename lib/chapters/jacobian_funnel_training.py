@@ -78,7 +78,8 @@ def step_runs(steps: Sequence[int], texts: Sequence[str], *, n_boot: int, seed: 
         model = load(step) if load is not None else load_step(step, into=model)
         X, _ = residual_inputs(model, texts)
         js = sweep(model, X, keep_per_prompt=True, progress=False)
-        runs[step] = bootstrap_run(js.per_prompt, update=True, n_boot=n_boot, seed=seed)
+        # the steps' funnels are read at the final product only (step_statistics): one SVD per resample and funnel
+        runs[step] = bootstrap_run(js.per_prompt, update=True, n_boot=n_boot, seed=seed, final_only=True)
         norms[step] = np.median(np.linalg.norm(np.asarray(X[:2]), axis=-1), axis=1)
     return StepRuns(runs=runs, norms=norms)
 

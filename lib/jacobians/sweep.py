@@ -53,6 +53,7 @@ __all__ = [
     "block_fn",
     "in_context_jacobian",
     "in_context_stack",
+    "in_context_twins",
     "last_token_index",
     "mlp_width",
     "layer_jacobian",
@@ -511,4 +512,26 @@ def sweep_twins(twins: Twins, texts: Sequence[str], *, parts: bool = False, keep
         label = twins.series(model)
         inputs[label], _ = residual_inputs(model, texts)
         sets[label] = sweep(model, inputs[label], parts=parts, keep_per_prompt=keep_per_prompt, progress=progress)
+    return TwinJacobians(twins=twins, inputs=inputs, jacobians=sets)
+
+
+def in_context_twins(twins: Twins, texts: Sequence[str], *, keep_per_prompt: bool = True) -> TwinJacobians:
+    """The in-context counterpart of :func:`sweep_twins`: for the trained model and every twin, the in-context
+    diagonal blocks ``∂h_{l+1}[T]/∂h_l[T]`` of every block at the last token ``T`` of each text
+    (:func:`in_context_stack`, closed form where the family has one), on the same ``texts``.
+
+    Returns:
+        a :class:`TwinJacobians` whose sets hold ``mean`` ``(L, d, d)`` and (``keep_per_prompt``) ``per_prompt``
+        ``(L, P, d, d)`` float32, as :func:`sweep` keeps them, so the same bootstrap and controls apply; ``parts``
+        stay empty. ``inputs`` are the last tokens' residuals of :func:`residual_inputs`.
+    """
+    if not texts:
+        raise InputError("no prompts: pass at least one text")
+    inputs, sets = {}, {}
+    for model in twins:
+        label = twins.series(model)
+        inputs[label], states = residual_inputs(model, texts)
+        per = in_context_stack(model, states, [last_token_index(model, s) for s in texts])
+        sets[label] = JacobianSet(mean=per.mean(1), label=model.label, n_prompts=len(texts),
+                                  per_prompt=per.astype(np.float32) if keep_per_prompt else None)
     return TwinJacobians(twins=twins, inputs=inputs, jacobians=sets)

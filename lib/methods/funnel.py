@@ -174,7 +174,8 @@ def control_funnels_by_start(per_prompt, *, firsts: Sequence[int] = (0, 1), n_bo
     (:func:`lib.parallel.map_matrices`).
 
     Returns:
-        ``first → {name: Interval}`` with the names of :data:`CONTROLS` and ``"Schur-normal / as measured"``.
+        ``first → {name: Interval}`` with the names of :data:`CONTROLS`, ``"Schur-normal / as measured"`` and
+        ``"shuffled Schur / as measured"`` (the ratios of final eranks, each resample's own).
     """
     per = np.asarray(per_prompt)
     lo = min(firsts)
@@ -184,7 +185,7 @@ def control_funnels_by_start(per_prompt, *, firsts: Sequence[int] = (0, 1), n_bo
     def finals(J: np.ndarray) -> np.ndarray:  # (L - lo, d, d) -> (len(firsts), 3)
         pairs = [both_controls(M, seed=lo + l) for l, M in enumerate(J)]
         mats = (J, np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs]))
-        return np.array([[funnel_eranks(M[f - lo:])[-1] for M in mats] for f in firsts])
+        return np.array([[_final_only(M[f - lo:])[-1] for M in mats] for f in firsts])  # one SVD per product
 
     pt = finals(per.astype(np.float64).mean(1))
     bt = (np.stack([f for means in resampled_chunks(per, bootstrap_weights(P, n_boot, seed))
@@ -193,4 +194,5 @@ def control_funnels_by_start(per_prompt, *, firsts: Sequence[int] = (0, 1), n_bo
     for i, f in enumerate(firsts):
         out[f] = {name: interval(pt[i, j], bt[:, i, j]) for j, name in enumerate(CONTROLS)}
         out[f]["Schur-normal / as measured"] = interval(pt[i, 1] / pt[i, 0], bt[:, i, 1] / bt[:, i, 0])
+        out[f]["shuffled Schur / as measured"] = interval(pt[i, 2] / pt[i, 0], bt[:, i, 2] / bt[:, i, 0])
     return out

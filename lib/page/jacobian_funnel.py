@@ -524,8 +524,62 @@ def power_table(power: pd.DataFrame) -> pd.DataFrame:
 # --- Section 4.8: what was measured for each claim, and the table of verdicts -------------------------------
 
 
-def claim_measurements(ev: FunnelEvidence, verdicts: dict[str, str]) -> dict[str, str]:
-    """What was measured for each claim, as one phrase with its intervals (the Results page's column)."""
+def control_effect(ratio: Interval) -> str:
+    """What a control does to a funnel, from the interval of its final erank over the measured one's (paired, the
+    same resamples): ``"widens it"`` (the interval above 1), ``"narrows it"`` (below 1), else ``"leaves it
+    unchanged within its interval"``."""
+    if ratio.lo > 1:
+        return "widens it"
+    if ratio.hi < 1:
+        return "narrows it"
+    return "leaves it unchanged within its interval"
+
+
+def protocol_table(evidence: dict[str, FunnelEvidence]) -> pd.DataFrame:
+    """FG1–FG4's statistics under each Jacobian protocol side by side (section 4.6, in context).
+
+    Args:
+        evidence: protocol (:data:`lib.chapters.jacobian_funnel.PROTOCOLS`) → its :class:`FunnelEvidence` (trends,
+            runs with ``erank``, ``funnel`` and ``funnel_no_b1`` resampled, both controls' funnels).
+
+    Returns:
+        one row per statistic (``statistic``) and one text column per protocol: the trained model's value with its
+        95% interval, the twins' range (points) and, where a rule decides, the reading's verdict.
+    """
+    from lib.chapters.jacobian_funnel import funnel_readings, funnel_readings_verdicts, jacobian_claim_verdicts
+
+    rows: dict[str, dict[str, str]] = {}
+    for proto, ev in evidence.items():
+        tr, run = ev.trained, ev.runs[ev.trained]
+        rd = funnel_readings(ev)
+        fr = funnel_readings_verdicts(*((r["trained"], r["twins"], r["ratio"]) for r in rd.values()))
+        cv = jacobian_claim_verdicts(ev)
+        col = {}
+        for m, name in (("f_C", "FG1: slope of the complex fraction"), ("delta_H", "FG2: slope of δ_H"),
+                        ("r_rot", "FG2: slope of the rotation fraction")):
+            t = ev.trends[m, tr]
+            col[name] = f"{t.slope.fmt('+.3f')} ({t.direction}); twins {ev.twin_dirs(m)}"
+        b1 = run.interval("erank", 0).fmt(".1f") if run.has_interval("erank") else f"{run.point['erank'][0]:.1f}"
+        col["block 1: erank of J̄₁"] = (f"{b1}; twins "
+                                       f"{value_range([ev.runs[s].point['erank'][0] for s in ev.twins], '.1f')}")
+        for reading, label in (("full product", "FG3: all six blocks [paper]"),
+                               ("blocks 2–L", "FG3: blocks 2–6 [secondary]")):
+            r = rd[reading]
+            col[label] = (f"{r['trained'].fmt('.1f')}; twins {value_range([x.point for x in r['twins']], '.1f')} "
+                          f"({compare_with_twins(r['trained'], r['twins'])}: {fr['FG3'][reading]})")
+        for reading, label in (("full product", "FG4: all six blocks"), ("blocks 2–L", "FG4: blocks 2–6")):
+            c = rd[reading]["controls"]
+            col[label] = (f"Schur-normal / as measured {c['Schur-normal / as measured'].fmt('.2f')}, shuffled "
+                          f"{c['shuffled Schur / as measured'].fmt('.2f')} ({fr['FG4'][reading]})")
+        col["verdicts"] = ", ".join(f"{c} {v}" for c, v in cv.items())
+        for k, v in col.items():
+            rows.setdefault(k, {})[proto] = v
+    return pd.DataFrame([{"statistic": k, **v} for k, v in rows.items()])
+
+
+def jacobian_measurements(ev: FunnelEvidence) -> dict[str, str]:
+    """What one protocol's evidence measured for FG1–FG4 (:data:`lib.chapters.jacobian_funnel.JACOBIAN_CLAIMS`), one
+    phrase per claim with its intervals and each reading's verdict."""
     from lib.chapters.jacobian_funnel import funnel_readings, funnel_readings_verdicts
 
     tr, t = ev.trained, ev.trends
@@ -533,18 +587,10 @@ def claim_measurements(ev: FunnelEvidence, verdicts: dict[str, str]) -> dict[str
     rd = funnel_readings(ev)
     full, prog = rd["full product"], rd["blocks 2–L"]
     fr = funnel_readings_verdicts(*((r["trained"], r["twins"], r["ratio"]) for r in rd.values()))
-    pw = ev.power.set_index("effect") if "effect" in ev.power.columns else ev.power
-    power = f"power {pw.power_bh.iloc[1]:.0%} at r_S ≈ {pw.r_s_mean.iloc[1]:.2f}"
     b1_twins = value_range([ev.runs[s].point["erank"][0] for s in ev.twins], ".1f")
-    sub_tr, sub_rd = ev.split(ev.sub_blocks)
-    attn, mlp = (sub_tr[sub_tr.sub_block == s] for s in ("attention", "MLP"))
-    block_tr, block_rd = ev.split(ev.coupling)
 
     def fit(metric: str) -> str:
         return f"{t[metric, tr].fmt()} ({t[metric, tr].direction}"
-
-    def span(r) -> str:
-        return f"{r.min():+.2f} to {r.max():+.2f}"
 
     return {
         "FG1": f"f_C {value_range(run.point['f_C'])} (Ginibre {ev.ginibre:.2f}); trained {fit('f_C')}); "
@@ -559,16 +605,47 @@ def claim_measurements(ev: FunnelEvidence, verdicts: dict[str, str]) -> dict[str
                f"{fr['FG3']['blocks 2–L']})",
         "FG4": f"Schur-normal / as measured: full product {full['ratio'].fmt('.2f')} ({fr['FG4']['full product']}; "
                f"shuffled Schur {full['controls']['shuffled Schur'].fmt('.1f')}); blocks 2–6 {prog['ratio'].fmt('.2f')} "
-               f"({fr['FG4']['blocks 2–L']}: no narrowing there to remove)",
+               f"({fr['FG4']['blocks 2–L']}"
+               + (": no narrowing there to remove)" if fr["FG3"]["blocks 2–L"] != "reproduced" else ")"),
+    }
+
+
+def claim_measurements(ev: FunnelEvidence, verdicts: dict[str, str],
+                       in_context: FunnelEvidence | None = None) -> dict[str, str]:
+    """What was measured for each claim, as one phrase with its intervals (the Results page's column).
+
+    With ``in_context`` (the same statistics of the in-context Jacobians), FG1–FG4 give both co-primary readings,
+    each with its own verdict (:func:`lib.chapters.jacobian_funnel.protocol_verdicts` combines them).
+    """
+    from lib.chapters.jacobian_funnel import JACOBIAN_CLAIMS, funnel_readings, jacobian_claim_verdicts
+
+    out = jacobian_measurements(ev)
+    if in_context is not None:
+        ic, v_st, v_ic = jacobian_measurements(in_context), jacobian_claim_verdicts(ev), jacobian_claim_verdicts(in_context)
+        out = {c: f"single-token ({v_st[c]}): {out[c]}. In context ({v_ic[c]}): {ic[c]}" for c in JACOBIAN_CLAIMS}
+    run = ev.runs[ev.trained]
+    full = funnel_readings(ev)["full product"]
+    pw = ev.power.set_index("effect") if "effect" in ev.power.columns else ev.power
+    power = f"power {pw.power_bh.iloc[1]:.0%} at r_S ≈ {pw.r_s_mean.iloc[1]:.2f}"
+    b1_twins = value_range([ev.runs[s].point["erank"][0] for s in ev.twins], ".1f")
+    sub_tr, sub_rd = ev.split(ev.sub_blocks)
+    attn, mlp = (sub_tr[sub_tr.sub_block == s] for s in ("attention", "MLP"))
+    block_tr, block_rd = ev.split(ev.coupling)
+
+    def span(r) -> str:
+        return f"{r.min():+.2f} to {r.max():+.2f}"
+
+    return {
+        **out,
         "FG5": f"attention r_S {span(attn.r_s)}, MLP {span(mlp.r_s)}; {int((sub_tr.q < 0.05).sum())} of "
                f"{len(sub_tr)} sub-block couplings significant at FDR 5% (BH) (twins {int((sub_rd.q < 0.05).sum())} "
                f"of {len(sub_rd)}); {power}",
         "FG6": f"block r_S {span(block_tr.r_s)}, {int((block_tr.q < 0.05).sum())} of {len(block_tr)} layers "
                f"significant at FDR 5% (BH) (twins {int((block_rd.q < 0.05).sum())} of {len(block_rd)}); {power}",
         "FG7": "verdicts FG1–FG6: " + ", ".join(f"{c} {verdicts[c]}" for c in ("FG1", "FG2", "FG3", "FG4", "FG5", "FG6"))
-               + f"; at random init: full product {value_range([x.point for x in full['twins']], '.1f')} against "
-               f"trained {full['trained'].point:.1f} ({compare_with_twins(full['trained'], full['twins'])}), erank J̄₁ "
-               f"{b1_twins} against trained {run.point['erank'][0]:.1f}",
+               + f"; at random init (single-token): full product {value_range([x.point for x in full['twins']], '.1f')} "
+               f"against trained {full['trained'].point:.1f} ({compare_with_twins(full['trained'], full['twins'])}), "
+               f"erank J̄₁ {b1_twins} against trained {run.point['erank'][0]:.1f}",
     }
 
 

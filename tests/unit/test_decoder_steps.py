@@ -145,10 +145,14 @@ def test_step_runs_at_step_zero_equal_the_twin_of_seed_zero():
     got = ft.step_runs([0, last], texts, n_boot=4)
     for step, model in ((0, lib.load_model("book-decoder", random_init=True, seed=0)), (last, ds.load_step(last))):
         X, _ = jac.residual_inputs(model, texts)
-        ref = bootstrap_run(jac.sweep(model, X, keep_per_prompt=True, progress=False).per_prompt, n_boot=4)
+        per = jac.sweep(model, X, keep_per_prompt=True, progress=False).per_prompt
+        ref = bootstrap_run(per, n_boot=4, final_only=True)  # the steps' funnels are read at the final product
         for k, v in ref.point.items():
             np.testing.assert_array_equal(got.runs[step].point[k], v)
             np.testing.assert_array_equal(got.runs[step].boot[k], ref.boot[k])
+        full = bootstrap_run(per, n_boot=4)  # and the final product's replicates are the full curve's last entry
+        for k in ("funnel", "funnel_no_b1"):
+            np.testing.assert_allclose(got.runs[step].boot[k][:, -1], full.boot[k][:, -1], rtol=1e-9)
         np.testing.assert_allclose(got.norms[step], np.median(np.linalg.norm(X[:2].numpy(), axis=-1), axis=1))
 
 

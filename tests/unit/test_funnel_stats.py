@@ -528,3 +528,105 @@ def test_leading_eigenvalue_phrase_never_calls_a_near_tie_an_outlier():
     assert fp.leading_eigenvalue_phrase(tab) == (
         "λ₁ is real in blocks 1 and 3 and one of a complex conjugate pair in block 6; the next eigenvalue's "
         "modulus is 0.40, 0.61, 0.975 of |λ₁| (blocks 1, 3 and 6)")
+
+
+# --- Chapter 4 in context: the second Jacobian protocol and its co-primary verdicts (issue 25, section 5) ------
+
+
+def test_protocol_verdicts_are_co_primary_readings():
+    """Known answers of the rule [ours]: reproduced only under every protocol, partly under one, and an effect that
+    random init shares is reported as such, never as reproduced."""
+    def pv(a, b):
+        return fs.protocol_verdicts({"single-token": {"FG1": a}, "in context": {"FG1": b}})["FG1"]
+
+    assert pv("reproduced", "reproduced") == "reproduced"
+    assert pv("reproduced", "not reproduced") == "partly reproduced"
+    assert pv("not reproduced", "partly reproduced") == "partly reproduced"
+    assert pv("partly reproduced", "partly reproduced") == "partly reproduced"
+    assert pv("not reproduced", "not specific to training") == "not specific to training"
+    assert pv("not reproduced", "not reproduced") == "not reproduced"
+    with pytest.raises(ValueError, match="same claims"):
+        fs.protocol_verdicts({"single-token": {"FG1": "reproduced"}, "in context": {"FG2": "reproduced"}})
+    with pytest.raises(ValueError, match="at least one"):
+        fs.protocol_verdicts({})
+
+
+def test_claim_verdicts_combine_the_in_context_reading():
+    """A trend and a funnel seen only in context make FG1–FG4 partly reproduced (the single-token rule alone said
+    not reproduced), and FG7 follows; FG5 and FG6 stay the single-token evidence's."""
+    st = _evidence(trained_falls=False, funnel_found="not reproduced", coupled=False)
+    ic = _evidence(trained_falls=True, funnel_found="reproduced", coupled=False)
+    assert fs.jacobian_claim_verdicts(ic) == {c: "reproduced" for c in fs.JACOBIAN_CLAIMS}
+    alone, both = fs.claim_verdicts(st), fs.claim_verdicts(st, in_context=ic)
+    assert all(alone[c] == "not reproduced" for c in fs.JACOBIAN_CLAIMS)
+    assert all(both[c] == "partly reproduced" for c in fs.JACOBIAN_CLAIMS)
+    assert both["FG5"] == alone["FG5"] and both["FG6"] == alone["FG6"]
+    assert both["FG7"] == "partly reproduced"
+    m = fp.claim_measurements(st, both, in_context=ic)
+    assert m["FG1"].startswith("single-token (not reproduced): f_C ") and ". In context (reproduced): f_C " in m["FG1"]
+    assert m["FG5"] == fp.claim_measurements(st, both)["FG5"]
+
+
+def test_control_effect_reads_the_paired_ratio():
+    assert fp.control_effect(_iv(1.5, 1.2, 1.8)) == "widens it"
+    assert fp.control_effect(_iv(0.9, 0.8, 0.95)) == "narrows it"
+    assert fp.control_effect(_iv(0.94, 0.84, 1.19)) == "leaves it unchanged within its interval"
+
+
+def test_controls_of_a_normal_funnel_change_nothing():
+    """Known answer: a symmetric J̄ is normal, its real Schur form is diagonal, so neither control can move it and
+    both ratios are exactly 1 in every resample; a non-normal stack gives the shuffled ratio as its two eranks'."""
+    rng = np.random.default_rng(3)
+    G = rng.standard_normal((3, 6, 8, 8))
+    sym = np.eye(8) + 0.2 * (G + np.swapaxes(G, -1, -2))  # every prompt symmetric, so every resampled mean too
+    out = funnel.control_funnels_by_start(sym, firsts=(0, 1), n_boot=20)
+    for f in (0, 1):
+        for key in ("Schur-normal / as measured", "shuffled Schur / as measured"):
+            iv = out[f][key]
+            assert iv.point == pytest.approx(1.0, abs=1e-9) and iv.lo == pytest.approx(1.0, abs=1e-9)
+            assert iv.hi == pytest.approx(1.0, abs=1e-9)
+    per = _stack(L=3, P=6, d=8)
+    c = funnel.control_funnels_by_start(per, firsts=(0,), n_boot=0)[0]
+    assert c["shuffled Schur / as measured"].point == pytest.approx(c["shuffled Schur"].point / c["as measured"].point)
+    # the final product's erank, one SVD per product, is the curve's last entry
+    assert c["as measured"].point == pytest.approx(nn.funnel_eranks(per.mean(1))[-1], rel=1e-12)
+
+
+def test_protocol_table_puts_each_protocol_in_its_own_column():
+    st = _evidence(trained_falls=False, funnel_found="not reproduced", full_found="reproduced", coupled=False)
+    ic = _evidence(trained_falls=True, funnel_found="reproduced", coupled=False)
+    for ev in (st, ic):
+        for f in (ev.controls, ev.controls_full):
+            f["trained"]["shuffled Schur / as measured"] = _iv(2.0, 1.5, 2.5)
+    tab = fp.protocol_table({"single-token": st, "in context": ic})
+    assert list(tab.columns) == ["statistic", "single-token", "in context"]
+    row = tab.set_index("statistic")
+    assert row.loc["FG3: all six blocks [paper]", "single-token"].endswith("(lower: reproduced)")
+    assert row.loc["FG3: blocks 2–6 [secondary]", "single-token"].endswith("(higher: not reproduced)")
+    assert row.loc["FG1: slope of the complex fraction", "in context"].endswith("(falls); twins flat, flat")
+    assert row.loc["block 1: erank of J̄₁", "in context"] == "3.0; twins 48.0"
+    assert row.loc["verdicts", "in context"] == "FG1 reproduced, FG2 reproduced, FG3 reproduced, FG4 reproduced"
+
+
+def test_in_context_twins_are_the_in_context_stack():
+    """The sweep of every twin in context holds, per prompt, the closed-form in-context diagonal block at the last
+    token, and its mean; it differs from the single-token Jacobian of the same token (the other positions feed
+    attention)."""
+    import lib
+    from lib.models.decoder.language import prompts
+
+    pair = lib.load_twins("book-decoder", seeds=(0,))
+    texts = prompts(2)
+    ic = jac.in_context_twins(pair, texts)
+    assert ic.series == ["trained", "random init, seed 0"]
+    m = pair.trained
+    states = m.hidden_states(texts)
+    for p, (H, s) in enumerate(zip(states, texts)):
+        ref = jac.in_context_jacobian(m, 3, H[3], jac.last_token_index(m, s)).cpu().numpy()
+        np.testing.assert_allclose(ic["trained"].per_prompt[3, p], ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ic["trained"].mean, ic["trained"].per_prompt.astype(np.float64).mean(1), atol=1e-5)
+    X, _ = jac.residual_inputs(m, texts)
+    single = jac.sweep(m, X, progress=False)
+    assert np.abs(ic["trained"].mean - single.mean).max() > 1e-2
+    with pytest.raises(Exception, match="no prompts"):
+        jac.in_context_twins(pair, [])
