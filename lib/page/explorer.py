@@ -154,7 +154,7 @@ def static_explorer(model: str | None = None) -> alt.TopLevelMixin:
         mag = 10.0 ** (3 - np.floor(np.log10(np.maximum(np.abs(v), 1e-300))))
         data[col] = np.round(v * mag) / mag
     params = (
-        alt.param(name="gap", value=0.5, bind=alt.binding_range(min=0.1, max=0.9, step=0.2, name="gap |λ_next|/|λ₁| ")),
+        alt.param(name="gap", value=0.5, bind=alt.binding_range(min=0.1, max=0.9, step=0.2, name="gap |λₙₑₓₜ| / |λ₁| ")),
         alt.param(name="theta", value=45, bind=alt.binding_range(min=0, max=180, step=45, name="angle θ of λ₁ (degrees) ")),
         alt.param(name="heads", value=4, bind=alt.binding_radio(options=GRID["heads"], name="heads ")),
         alt.param(name="beta", value=1, bind=alt.binding_range(min=0, max=4, step=1, name="attention sharpness β ")),

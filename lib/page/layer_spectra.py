@@ -34,7 +34,7 @@ def radius_gap_chart(spectra_list: Sequence[LayerSpectra], *, title: str | None 
         var_name="quantity",
         value_name="value",
     )
-    long["quantity"] = long["quantity"].map({"spectral_radius": "|λ₁| (spectral radius)", "gap_ratio": "|λ_next| / |λ₁|"})
+    long["quantity"] = long["quantity"].map({"spectral_radius": "|λ₁| (spectral radius)", "gap_ratio": "|λₙₑₓₜ| / |λ₁|"})
     base = alt.Chart(long).encode(
         x=alt.X("layer:O", title="layer t (1-based)"),
         y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
@@ -56,7 +56,7 @@ TABLE_FORMAT = {"spectral_radius": "{:.4f}", "gap_ratio": "{:.4f}", "abs_gap": "
 """How the book shows :attr:`lib.methods.layer_spectra.LayerSpectra.table` (a pandas ``Styler.format`` dict): four
 decimals for the spectrum, residuals in scientific notation, two decimals for κ(λ₁) and ``‖F‖_F``."""
 TABLE_LABELS = {"layer": "layer t", "spectral_radius": "|λ₁|", "lambda1": "λ₁", "lambda1_complex": "λ₁ complex",
-                "gap_ratio": "gap ratio |λ_next|/|λ₁|", "abs_gap": "|λ₁| − |λ_next|",
+                "gap_ratio": "gap ratio |λₙₑₓₜ|/|λ₁|", "abs_gap": "|λ₁| − |λₙₑₓₜ|",
                 "residual": "residual of (λ₁, v₁)", "condition": "κ(λ₁)", "frobenius": "‖F‖_F"}
 """The column headers the page shows for :attr:`lib.methods.layer_spectra.LayerSpectra.table` (its column names
 stay code names)."""

@@ -333,7 +333,7 @@ def spectrum_summary_chart(
            alt.Tooltip("spectral_radius:Q", format=".4f")]
     base = alt.Chart(df).encode(y=alt.Y("row:N", title=None, sort=rows), color=colour, shape=shape, tooltip=tip)
     gap = base.mark_point(filled=True, size=70).encode(
-        x=alt.X("gap_ratio:Q", title="gap ratio |λ_next| / |λ₁|", scale=alt.Scale(zero=False, padding=8)))
+        x=alt.X("gap_ratio:Q", title="gap ratio |λₙₑₓₜ| / |λ₁|", scale=alt.Scale(zero=False, padding=8)))
     decades = np.arange(np.floor(np.log10(df.spectral_radius.min())), np.ceil(np.log10(df.spectral_radius.max())) + 1)
     ticks = [float(m * 10**k) for k in decades for m in (1, 2, 5)][:-2]
     rad = base.mark_point(filled=True, size=70).encode(
