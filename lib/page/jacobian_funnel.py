@@ -24,11 +24,10 @@ import pandas as pd
 from lib.chapters.jacobian_funnel import compare_with_twins
 from lib.page.plotting import (
     NULL_COLOR,
-    RANDOM_COLOR,
     TWIN_BAND_OPACITY,
     eigenvalue_chart,
-    model_kind,
     model_color,
+    model_kind,
     model_palette,
     titled,
     twin_band,
@@ -62,6 +61,7 @@ __all__ = [
     "operator_table",
     "power_table",
     "slope_chart",
+    "slope_outside_note",
     "sub_block_table",
     "training_curve_chart",
     "trend_table",
@@ -185,9 +185,29 @@ def slope_chart(df: pd.DataFrame, *, title: str, model: str, description: str | 
         x=alt.X("lo:Q", scale=x_scale), x2="hi:Q", y=y, color=colour, tooltip=tips)
     twin_pts = twin.mark_point(filled=False, size=40, strokeWidth=1.5).encode(x=x, y=y, color=colour, tooltip=tips)
     zero = alt.Chart().mark_rule(color="black").encode(x=alt.datum(0), strokeDash=_reference())
-    chart = alt.layer(zero, twin_bars, bars, twin_pts, pts, data=data).properties(width=150, height=80).facet(
+    # a point outside its own percentile interval (possible: slope_outside_note) is ringed in black
+    ring = alt.Chart().transform_filter("datum.slope < datum.lo || datum.slope > datum.hi").mark_point(
+        shape="circle", size=160, strokeWidth=1.5, color="black", filled=False).encode(x=x, y=y, tooltip=tips)
+    chart = alt.layer(zero, twin_bars, bars, twin_pts, pts, ring, data=data).properties(width=150, height=80).facet(
         facet=alt.Facet("metric:N", title=None, sort=list(dict.fromkeys(df["metric"]))), columns=3)
     return titled(chart, title, model, description=description)
+
+
+def slope_outside_note(df: pd.DataFrame) -> str:
+    """One sentence for the caption of :func:`slope_chart` on the points that lie outside their own interval.
+
+    The point is the slope over all prompts, the interval the percentile interval of the prompt-resampled slopes
+    (:func:`lib.stats.trend_test`); for a statistic that is not smooth in the prompts (the complex fraction counts
+    eigenvalues) the resamples' distribution can sit off the point, and its 95% interval can miss it. The chart
+    rings such points; this names them, or says that there are none.
+
+    ``df``: :func:`lib.chapters.jacobian_funnel.trend_frame`.
+    """
+    out = df[(df.slope < df.lo) | (df.slope > df.hi)]
+    if out.empty:
+        return "Every point lies inside its own interval."
+    names = "; ".join(f"{r.series}, {r.metric}" for r in out.itertuples())
+    return f"Ringed: a point outside its own interval ({names})."
 
 
 def funnel_chart(df: pd.DataFrame, *, title: str, model: str, description: str | None = None) -> alt.TopLevelMixin:
@@ -234,7 +254,7 @@ def funnel_chart(df: pd.DataFrame, *, title: str, model: str, description: str |
     pts = own.mark_point(filled=True, size=22).encode(x=x, y=y, color=colour, detail="product:N", tooltip=tips)
     refs = alt.Chart().transform_filter("datum.control").mark_line(strokeDash=[1.5, 2.5], strokeWidth=1.5).encode(
         x=x, y=y, color=colour, detail="product:N", tooltip=tips)
-    chart = alt.layer(area, mid, refs, lines, pts, data=data).properties(width=260, height=230).facet(
+    chart = alt.layer(area, mid, lines, pts, refs, data=data).properties(width=260, height=230).facet(
         column=alt.Column("model:N", title=None, sort=list(dict.fromkeys(df["model"])),
                           header=alt.Header(labelFontWeight="bold")))
     return titled(chart, title, model, description=description)
@@ -305,8 +325,9 @@ def community_graph_chart(
     model: str, max_edges: int = 1500, description: str | None = None,
 ) -> alt.TopLevelMixin:
     """Nodes = residual coordinates laid out by community (:func:`community_layout`: one ring per community),
-    colour = community, size = participation; edges: the strongest ``max_edges`` of the signed top-k graph
-    (grey positive, purple negative)."""
+    colour = community, size = participation over its own range (least to greatest: the bridges stand out);
+    edges: the strongest ``max_edges`` of the signed top-k graph (dark grey positive, drawn on top, light purple
+    negative)."""
     iu = np.triu_indices(len(W), 1)
     w = W[iu]
     sel = np.flatnonzero(w != 0)
@@ -322,10 +343,13 @@ def community_graph_chart(
     ax = alt.Axis(labels=False, ticks=False, grid=False, title=None, domain=False)
     span = float(np.abs(xy).max()) * 1.08
     sc = alt.Scale(domain=[-span, span], nice=False)
-    e = alt.Chart(edges).mark_rule(opacity=0.1).encode(
+    # positive edges dark and drawn over the negative ones: at Vega's light grey and 10% opacity they vanished
+    edges = edges.assign(order=np.where(edges["sign"] == "positive", 1, 0)).sort_values("order", kind="stable")
+    e = alt.Chart(edges).mark_rule(opacity=0.35, strokeWidth=0.8).encode(
         x=alt.X("x:Q", axis=ax, scale=sc), y=alt.Y("y:Q", axis=ax, scale=sc), x2="x2:Q", y2="y2:Q",
-        color=alt.Color("sign:N", scale=alt.Scale(domain=["positive", "negative"], range=["#777777", "#5E3C99"]),
-                        title="correlation edge", legend=alt.Legend(symbolType="stroke", symbolOpacity=1)),
+        color=alt.Color("sign:N", scale=alt.Scale(domain=["positive", "negative"], range=["#333333", "#B39DDB"]),
+                        title="correlation edge",
+                        legend=alt.Legend(symbolType="stroke", symbolOpacity=1, symbolStrokeWidth=2)),
     )
     order = sorted(set(labels), key=lambda s: int(s[1:]))
     n = alt.Chart(nodes).mark_circle(stroke="black", strokeWidth=0.4, opacity=0.9).encode(
@@ -333,8 +357,10 @@ def community_graph_chart(
         fill=alt.Fill("community:N", title="community", sort=order,
                       scale=alt.Scale(domain=order, range=[COMMUNITY_COLORS[i % len(COMMUNITY_COLORS)]
                                                            for i in range(len(order))])),
-        size=alt.Size("participation:Q", scale=alt.Scale(range=[10, 160]), title="participation",
-                      legend=alt.Legend(titleLimit=0)),
+        # the size scale spans the participation's own range (from 0 the nodes looked all alike: P varies little)
+        size=alt.Size("participation:Q", title="participation", legend=alt.Legend(titleLimit=0, tickCount=4),
+                      scale=alt.Scale(domain=[float(np.min(participation)), float(np.max(participation))],
+                                      range=[6, 320], zero=False, nice=False)),
         tooltip=["unit:Q", "community:N", alt.Tooltip("participation:Q", format=".2f"),
                  alt.Tooltip("log_gain:Q", format=".2f", title="log gain")],
     )

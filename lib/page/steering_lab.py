@@ -37,7 +37,7 @@ from lib.page.tables import interval_text
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
-__all__ = ["BASELINE_LABEL", "QUANTITIES", "SERIES_COLORS", "TEXT_CHARS", "alpha_chart", "continuations_table",
+__all__ = ["BASELINE_LABEL", "QUANTITIES", "SERIES_COLORS", "TEXT_CHARS", "TEXT_PX", "alpha_chart", "continuations_table",
            "edit_table", "fluency_chart", "layer_table", "retention_finding", "static_lab", "summary_chart",
            "sweep_table", "target_chart", "tradeoff_chart", "tradeoff_table", "v_control_chart", "v_control_table",
            "widget_lab"]
@@ -326,8 +326,11 @@ def continuations_table(texts: pd.DataFrame, direction: str) -> Styler:
 
 
 # -- the lab: static explorer and live panel --------------------------------------------------------------------
-TEXT_CHARS = 84
-"""Characters per line of the lab's output text (12 px font in a 560 px panel)."""
+TEXT_CHARS = 46
+"""Characters per line of the lab's output text (12 px font in a :data:`TEXT_PX` panel, which fits a phone's column:
+Vega's text marks do not wrap when the site narrows a chart)."""
+TEXT_PX = 320
+"""Width of the lab's output-text panel, in px."""
 
 
 def _panels(curves: pd.DataFrame, eigs: pd.DataFrame, texts: pd.DataFrame, *, where: str | None, params: tuple,
@@ -365,7 +368,7 @@ def _panels(curves: pd.DataFrame, eigs: pd.DataFrame, texts: pd.DataFrame, *, wh
     texts = texts.assign(text=["\n".join(textwrap.wrap(str(t), TEXT_CHARS)) for t in texts["text"]])
     n_lines = max([t.count("\n") + 1 for t in texts["text"]] or [1])
     text = base(texts).mark_text(align="left", baseline="top", fontSize=12, lineBreak="\n", lineHeight=16).encode(
-        text="text:N", x=alt.value(0), y=alt.value(0)).properties(width=560, height=16 * n_lines)
+        text="text:N", x=alt.value(0), y=alt.value(0)).properties(width=TEXT_PX, height=16 * n_lines)
     # the legend under the lines' panel, not under the whole figure (below the output text)
     return alt.vconcat(alt.hconcat(left, right).resolve_legend(color="independent"), text)
 

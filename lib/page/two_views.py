@@ -46,7 +46,15 @@ from lib.chapters.two_views_angles import ANGLE_CLOSE
 from lib.methods import alignment as als
 from lib.methods import bridge as br
 from lib.page import prose
-from lib.page.plotting import NULL_COLOR, OTHER_COLORS, model_kind, model_palette, titled, twin_band, twin_band_layers
+from lib.page.plotting import (
+    NULL_COLOR,
+    OTHER_COLORS,
+    model_kind,
+    model_palette,
+    titled,
+    twin_band,
+    twin_band_layers,
+)
 from lib.page.tables import interval_text, value_range
 
 __all__ = ["REFERENCE_COLOR", "Findings", "angle_chart", "angle_findings", "context_chart",
