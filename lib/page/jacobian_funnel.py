@@ -22,7 +22,18 @@ import numpy as np
 import pandas as pd
 
 from lib.chapters.jacobian_funnel import compare_with_twins
-from lib.page.plotting import NULL_COLOR, eigenvalue_chart, model_color, model_palette, titled
+from lib.page.plotting import (
+    NULL_COLOR,
+    TWIN_BAND_OPACITY,
+    eigenvalue_chart,
+    model_color,
+    model_kind,
+    model_palette,
+    titled,
+    twin_band,
+    twin_band_label,
+    twin_band_layers,
+)
 from lib.page.tables import text_columns, value_range
 
 if TYPE_CHECKING:
@@ -50,6 +61,7 @@ __all__ = [
     "operator_table",
     "power_table",
     "slope_chart",
+    "slope_outside_note",
     "sub_block_table",
     "training_curve_chart",
     "trend_table",
@@ -122,16 +134,17 @@ def depth_chart(
         pad = 0.05 * (top - bot or 1.0)
         domain = (bot - pad, top + pad)
     scale = alt.Scale(domain=list(domain), nice=False)
-    data = df.assign(reference=baseline or "")
-    colour = model_color("series", list(df["series"]), legend=alt.Legend(orient="bottom", columns=2, title=None))
+    data = twin_band(df, keys=["model", "layer", "depth"], values=[value]).assign(reference=baseline or "")
+    colour = model_color("series", list(data["series"]), legend=alt.Legend(orient="bottom", columns=2, title=None))
     x = alt.X("depth:Q", title="relative depth (t+1)/L", scale=alt.Scale(domain=[0, 1.05], nice=False))
     tips = ["series:N", "layer:Q", alt.Tooltip(f"{value}:Q", format=".3f", title=y_title),
             alt.Tooltip(f"{lo}:Q", format=".3f", title="95% interval, low"),
             alt.Tooltip(f"{hi}:Q", format=".3f", title="95% interval, high")]
-    line = alt.Chart().mark_line(point=True).encode(
+    own = alt.Chart().transform_filter("!datum.band")
+    line = own.mark_line(point=True).encode(
         x=x, y=alt.Y(f"{value}:Q", title=y_title, scale=scale), color=colour, tooltip=tips)
-    bars = alt.Chart().mark_rule().encode(x=x, y=alt.Y(f"{lo}:Q", scale=scale), y2=f"{hi}:Q", color=colour)
-    layers = [line, bars]
+    bars = own.mark_rule().encode(x=x, y=alt.Y(f"{lo}:Q", scale=scale), y2=f"{hi}:Q", color=colour)
+    layers = [*twin_band_layers(x, value, colour, y_scale=scale), line, bars]
     if baseline is not None:
         layers.append(alt.Chart().mark_rule(color="black").encode(
             y=alt.Y("mean(baseline):Q", scale=scale), strokeDash=_reference(),
@@ -146,50 +159,102 @@ def slope_chart(df: pd.DataFrame, *, title: str, model: str, description: str | 
     """The trend test of section 4.3: each series' least-squares slope against depth with its 95% bootstrap
     interval, one panel per metric, and the dashed line of no trend.
 
+    The trained model is one row (point and interval bar, :data:`~lib.page.plotting.TRAINED_COLOR`); the random-init
+    twins share one row (:func:`~lib.page.plotting.twin_band_label`), each seed's interval a translucent bar (their
+    union reads as one band) and its slope a hollow point.
+
     ``df``: :func:`lib.chapters.jacobian_funnel.trend_frame` (``metric``, ``series``, ``slope``, ``lo``, ``hi``, ``direction``).
     """
-    series = list(dict.fromkeys(df["series"]))
-    data = df.assign(reference="no trend (slope 0)")
-    colour = model_color("series", series, legend=None)
+    is_twin = np.array([model_kind(s) == "random" for s in df["series"]], dtype=bool)
+    row = np.asarray(df["series"], dtype=object).copy()
+    if is_twin.any():
+        row[is_twin] = twin_band_label(df["series"][is_twin].nunique())
+    data = df.assign(reference="no trend (slope 0)", row=row, twin=is_twin)
+    rows = list(dict.fromkeys(row))
+    colour = model_color("row", rows, legend=None)
     lim = float(np.nanmax(np.abs(df[["slope", "lo", "hi"]].to_numpy(dtype=float)))) * 1.1
     x_scale = alt.Scale(domain=[-lim, lim], nice=False)
     x = alt.X("slope:Q", title="slope per unit depth", scale=x_scale, axis=alt.Axis(tickCount=4))
-    y = alt.Y("series:N", title=None, sort=series)
-    bars = alt.Chart().mark_rule(strokeWidth=2).encode(x=alt.X("lo:Q", scale=x_scale), x2="hi:Q", y=y,
-                                                       color=colour)
-    pts = alt.Chart().mark_point(filled=True, size=60).encode(
-        x=x, y=y, color=colour,
-        tooltip=["series:N", alt.Tooltip("slope:Q", format="+.3f"), alt.Tooltip("lo:Q", format="+.3f"),
-                 alt.Tooltip("hi:Q", format="+.3f"), "direction:N"])
+    y = alt.Y("row:N", title=None, sort=rows)
+    tips = ["series:N", alt.Tooltip("slope:Q", format="+.3f"), alt.Tooltip("lo:Q", format="+.3f"),
+            alt.Tooltip("hi:Q", format="+.3f"), "direction:N"]
+    own, twin = alt.Chart().transform_filter("!datum.twin"), alt.Chart().transform_filter("datum.twin")
+    bars = own.mark_rule(strokeWidth=2).encode(x=alt.X("lo:Q", scale=x_scale), x2="hi:Q", y=y, color=colour)
+    pts = own.mark_point(filled=True, size=60).encode(x=x, y=y, color=colour, tooltip=tips)
+    twin_bars = twin.mark_rule(strokeWidth=9, opacity=TWIN_BAND_OPACITY).encode(
+        x=alt.X("lo:Q", scale=x_scale), x2="hi:Q", y=y, color=colour, tooltip=tips)
+    twin_pts = twin.mark_point(filled=False, size=40, strokeWidth=1.5).encode(x=x, y=y, color=colour, tooltip=tips)
     zero = alt.Chart().mark_rule(color="black").encode(x=alt.datum(0), strokeDash=_reference())
-    chart = alt.layer(zero, bars, pts, data=data).properties(width=150, height=110).facet(
-        column=alt.Column("metric:N", title=None, sort=list(dict.fromkeys(df["metric"]))))
+    # a point outside its own percentile interval (possible: slope_outside_note) is ringed in black
+    ring = alt.Chart().transform_filter("datum.slope < datum.lo || datum.slope > datum.hi").mark_point(
+        shape="circle", size=160, strokeWidth=1.5, color="black", filled=False).encode(x=x, y=y, tooltip=tips)
+    chart = alt.layer(zero, twin_bars, bars, twin_pts, pts, ring, data=data).properties(width=150, height=80).facet(
+        facet=alt.Facet("metric:N", title=None, sort=list(dict.fromkeys(df["metric"]))), columns=3)
     return titled(chart, title, model, description=description)
+
+
+def slope_outside_note(df: pd.DataFrame) -> str:
+    """One sentence for the caption of :func:`slope_chart` on the points that lie outside their own interval.
+
+    The point is the slope over all prompts, the interval the percentile interval of the prompt-resampled slopes
+    (:func:`lib.stats.trend_test`); for a statistic that is not smooth in the prompts (the complex fraction counts
+    eigenvalues) the resamples' distribution can sit off the point, and its 95% interval can miss it. The chart
+    rings such points; this names them, or says that there are none.
+
+    ``df``: :func:`lib.chapters.jacobian_funnel.trend_frame`.
+    """
+    out = df[(df.slope < df.lo) | (df.slope > df.hi)]
+    if out.empty:
+        return "Every point lies inside its own interval."
+    names = "; ".join(f"{r.series}, {r.metric}" for r in out.itertuples())
+    return f"Ringed: a point outside its own interval ({names})."
 
 
 def funnel_chart(df: pd.DataFrame, *, title: str, model: str, description: str | None = None) -> alt.TopLevelMixin:
     """Effective rank of the cumulative product against the last block multiplied, log scale, one panel per
-    model; colour: the series (trained, each twin), dash: which product (:data:`lib.chapters.jacobian_funnel.PRODUCTS`).
+    model. The trained model's products are lines in :data:`~lib.page.plotting.TRAINED_COLOR` (dash: which product,
+    :data:`lib.chapters.jacobian_funnel.PRODUCTS`), its twins one band per product (least to greatest seed, median
+    line; :func:`~lib.page.plotting.twin_band`), and the trained model's two controls (the products named
+    "Schur-normal" and "shuffled Schur") thin dotted reference lines, black and grey, each with a legend entry
+    "control: …": they are what the trained curve is compared with, not series of their own.
 
     ``df``: :func:`lib.chapters.jacobian_funnel.funnel_curves` (``model``, ``series``, ``product``, ``blocks``, ``erank``).
     """
-    products = list(dict.fromkeys(df["product"]))
-    colour = model_color("series", list(df["series"]),
-                         legend=alt.Legend(orient="bottom", columns=2, title=None, symbolType="stroke"))
+    is_ctrl = df["product"].str.contains("Schur")
+    ctrl_names = {p: f"control: {p.split(', ', 1)[-1]}, {p.split(',')[0]}"  # no "trained": not a model's colour
+                  for p in dict.fromkeys(df["product"][is_ctrl])}
+    curves = twin_band(df[~is_ctrl], keys=["model", "product", "blocks"], values=["erank"])
+    ctrl = df[is_ctrl].assign(series=df["product"][is_ctrl].map(ctrl_names), band=False)
+    data = pd.concat([curves.assign(control=False), ctrl.assign(control=True)], ignore_index=True)
+    products = list(dict.fromkeys(curves["product"]))
+    domain, colours = model_palette(list(dict.fromkeys(curves["series"])))
+    ref_colours = ["#000000", NULL_COLOR, "#555555"]
+    domain += list(ctrl_names.values())
+    colours += ref_colours[:len(ctrl_names)]
+    colour = alt.Color("series:N", title=None, scale=alt.Scale(domain=domain, range=colours),
+                       legend=alt.Legend(orient="bottom", columns=2, symbolType="stroke", symbolStrokeWidth=2))
     dash = alt.StrokeDash("product:N", title="product", sort=products,
-                          scale=alt.Scale(domain=products, range=[[1, 0], [6, 3], [2, 2], [8, 2, 2, 2]]),
+                          scale=alt.Scale(domain=products, range=[[1, 0], [6, 3], [8, 2, 2, 2]]),
                           legend=alt.Legend(orient="bottom", columns=2, symbolType="stroke",
                                             symbolStrokeColor="black", symbolStrokeWidth=2))
-    lo, hi = float(df.erank.min()), float(df.erank.max())
+    lo, hi = float(np.nanmin(df.erank)), float(np.nanmax(df.erank))
+    y_scale = alt.Scale(type="log", domain=[lo / 1.3, hi * 1.3], nice=False)
     x = alt.X("blocks:Q", title="last block multiplied (0: identity)", axis=alt.Axis(tickMinStep=1))
-    y = alt.Y("erank:Q", title="effective rank of the product (log scale)",
-              scale=alt.Scale(type="log", domain=[lo / 1.3, hi * 1.3], nice=False))
+    y = alt.Y("erank:Q", title="effective rank of the product (log scale)", scale=y_scale)
     tips = ["model:N", "series:N", "product:N", "blocks:Q", alt.Tooltip("erank:Q", format=".1f")]
+    band = alt.Chart().transform_filter("datum.band")
+    area = band.mark_area(opacity=TWIN_BAND_OPACITY).encode(
+        x=x, y=alt.Y("erank_min:Q", scale=y_scale), y2="erank_max:Q", color=colour, detail="product:N",
+        tooltip=[*tips[:4], alt.Tooltip("erank_min:Q", format=".1f", title="least seed"),
+                 alt.Tooltip("erank_max:Q", format=".1f", title="greatest seed")])
+    mid = band.mark_line(strokeWidth=1.5).encode(x=x, y=y, color=colour, strokeDash=dash)
+    own = alt.Chart().transform_filter("!datum.band && !datum.control")
     # the points are a layer of their own: a line's point overlay would blank the dash legend's symbols
-    lines = alt.Chart().mark_line().encode(x=x, y=y, color=colour, strokeDash=dash, tooltip=tips)
-    pts = alt.Chart().mark_point(filled=True, size=18).encode(x=x, y=y, color=colour, detail="product:N",
-                                                              tooltip=tips)
-    chart = alt.layer(lines, pts, data=df).properties(width=260, height=230).facet(
+    lines = own.mark_line(strokeWidth=2.5).encode(x=x, y=y, color=colour, strokeDash=dash, tooltip=tips)
+    pts = own.mark_point(filled=True, size=22).encode(x=x, y=y, color=colour, detail="product:N", tooltip=tips)
+    refs = alt.Chart().transform_filter("datum.control").mark_line(strokeDash=[1.5, 2.5], strokeWidth=1.5).encode(
+        x=x, y=y, color=colour, detail="product:N", tooltip=tips)
+    chart = alt.layer(area, mid, lines, pts, refs, data=data).properties(width=260, height=230).facet(
         column=alt.Column("model:N", title=None, sort=list(dict.fromkeys(df["model"])),
                           header=alt.Header(labelFontWeight="bold")))
     return titled(chart, title, model, description=description)
@@ -202,20 +267,23 @@ def block_erank_chart(df: pd.DataFrame, *, title: str, model: str, d: int,
 
     ``df``: :func:`lib.chapters.jacobian_funnel.block_erank_frame` (``series``, ``block``, ``erank``, ``lo``, ``hi``).
     """
-    series = list(dict.fromkeys(df["series"]))
-    data = df.assign(reference=f"full width d = {d}", d=float(d))
+    data = twin_band(df, keys=["block"], values=["erank"]).assign(reference=f"full width d = {d}", d=float(d))
+    series = list(dict.fromkeys(data["series"]))
     lo = float(np.nanmin(df[["erank", "lo"]].to_numpy(dtype=float)))
     y_scale = alt.Scale(type="log", domain=[lo / 1.4, d * 1.4], nice=False)
     colour = model_color("series", series, legend=alt.Legend(orient="bottom", columns=4, title=None))
     off = alt.XOffset("series:N", sort=series, scale=alt.Scale(paddingInner=0.2))
     x = alt.X("block:O", title="block l")
-    pts = alt.Chart().mark_point(filled=True, size=50).encode(
+    own = alt.Chart().transform_filter("!datum.band")
+    pts = own.mark_point(filled=True, size=50).encode(
         x=x, xOffset=off, y=alt.Y("erank:Q", title="effective rank of J̄ₜ (log scale)", scale=y_scale),
         color=colour, tooltip=["series:N", "block:O", alt.Tooltip("erank:Q", format=".1f"),
                                alt.Tooltip("lo:Q", format=".1f"), alt.Tooltip("hi:Q", format=".1f")])
-    bars = alt.Chart().mark_rule().encode(x=x, xOffset=off, y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=colour)
+    bars = own.mark_rule(strokeWidth=2).encode(x=x, xOffset=off, y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q",
+                                               color=colour)
+    band = twin_band_layers(x, "erank", colour, y_scale=y_scale, x_offset=off, fmt=".1f")
     full = alt.Chart().mark_rule(color="black").encode(y=alt.Y("mean(d):Q", scale=y_scale), strokeDash=_reference())
-    chart = alt.layer(full, bars, pts, data=data).properties(width=420, height=220)
+    chart = alt.layer(full, *band, bars, pts, data=data).properties(width=420, height=220)
     return titled(chart, title, model, description=description)
 
 
@@ -257,8 +325,9 @@ def community_graph_chart(
     model: str, max_edges: int = 1500, description: str | None = None,
 ) -> alt.TopLevelMixin:
     """Nodes = residual coordinates laid out by community (:func:`community_layout`: one ring per community),
-    colour = community, size = participation; edges: the strongest ``max_edges`` of the signed top-k graph
-    (grey positive, purple negative)."""
+    colour = community, size = participation over its own range (least to greatest: the bridges stand out);
+    edges: the strongest ``max_edges`` of the signed top-k graph (dark grey positive, drawn on top, light purple
+    negative)."""
     iu = np.triu_indices(len(W), 1)
     w = W[iu]
     sel = np.flatnonzero(w != 0)
@@ -274,10 +343,13 @@ def community_graph_chart(
     ax = alt.Axis(labels=False, ticks=False, grid=False, title=None, domain=False)
     span = float(np.abs(xy).max()) * 1.08
     sc = alt.Scale(domain=[-span, span], nice=False)
-    e = alt.Chart(edges).mark_rule(opacity=0.1).encode(
+    # positive edges dark and drawn over the negative ones: at Vega's light grey and 10% opacity they vanished
+    edges = edges.assign(order=np.where(edges["sign"] == "positive", 1, 0)).sort_values("order", kind="stable")
+    e = alt.Chart(edges).mark_rule(opacity=0.35, strokeWidth=0.8).encode(
         x=alt.X("x:Q", axis=ax, scale=sc), y=alt.Y("y:Q", axis=ax, scale=sc), x2="x2:Q", y2="y2:Q",
-        color=alt.Color("sign:N", scale=alt.Scale(domain=["positive", "negative"], range=["#777777", "#5E3C99"]),
-                        title="correlation edge", legend=alt.Legend(symbolType="stroke", symbolOpacity=1)),
+        color=alt.Color("sign:N", scale=alt.Scale(domain=["positive", "negative"], range=["#333333", "#B39DDB"]),
+                        title="correlation edge",
+                        legend=alt.Legend(symbolType="stroke", symbolOpacity=1, symbolStrokeWidth=2)),
     )
     order = sorted(set(labels), key=lambda s: int(s[1:]))
     n = alt.Chart(nodes).mark_circle(stroke="black", strokeWidth=0.4, opacity=0.9).encode(
@@ -285,8 +357,10 @@ def community_graph_chart(
         fill=alt.Fill("community:N", title="community", sort=order,
                       scale=alt.Scale(domain=order, range=[COMMUNITY_COLORS[i % len(COMMUNITY_COLORS)]
                                                            for i in range(len(order))])),
-        size=alt.Size("participation:Q", scale=alt.Scale(range=[10, 160]), title="participation",
-                      legend=alt.Legend(titleLimit=0)),
+        # the size scale spans the participation's own range (from 0 the nodes looked all alike: P varies little)
+        size=alt.Size("participation:Q", title="participation", legend=alt.Legend(titleLimit=0, tickCount=4),
+                      scale=alt.Scale(domain=[float(np.min(participation)), float(np.max(participation))],
+                                      range=[6, 320], zero=False, nice=False)),
         tooltip=["unit:Q", "community:N", alt.Tooltip("participation:Q", format=".2f"),
                  alt.Tooltip("log_gain:Q", format=".2f", title="log gain")],
     )
@@ -303,26 +377,45 @@ def coupling_chart(df: pd.DataFrame, *, title: str, model: str, description: str
     field = "weights" if "weights" in df.columns else "series"
     df = df.assign(significant=np.where(df.q < 0.05, "q < 0.05", "n.s."), reference="no coupling (r_S = 0)")
     lim = max(0.3, float(np.abs(df.r_s).max()) * 1.15)
-    colour = model_color(field, list(df[field]), legend=alt.Legend(orient="bottom", columns=2, title=None))
+    data = twin_band(df, keys=["model", "layer", "depth"], values=["r_s"], field=field).assign(seed=False)
+    is_twin = np.array([model_kind(v) == "random" for v in df[field]], dtype=bool)
+    if is_twin.any():  # each seed's own point too, in the band's colour: its significance is its own
+        seeds = df[is_twin].assign(band=False, seed=True, n_seeds=1)
+        seeds[field] = twin_band_label(df[field][is_twin].nunique())
+        data = pd.concat([data, seeds], ignore_index=True)
+    colour = model_color(field, list(dict.fromkeys(data[field])),
+                         legend=alt.Legend(orient="bottom", columns=2, title=None))
+    x = alt.X("depth:Q", title="relative depth (t+1)/L", scale=alt.Scale(domain=[0, 1.05], nice=False))
+    y_scale = alt.Scale(domain=[-lim, lim], nice=False)
+    y = alt.Y("r_s:Q", title="coupling r_S", scale=y_scale)
+    shape = alt.Shape("significant:N", scale=alt.Scale(domain=["q < 0.05", "n.s."], range=["circle", "cross"]),
+                      title="BH, gains permuted", legend=alt.Legend(orient="bottom"))
+    tips = [f"{field}:N", "layer:Q", alt.Tooltip("r_s:Q", format=".3f"), alt.Tooltip("q:Q", format=".3g"),
+            alt.Tooltip("p_relabel:Q", format=".3g")]
     # No layer brings its own data: the facet splits the layer's shared data by model. (A zero line
     # drawn from its own small table once kept every layer on its own data, so both panels showed
     # both models.)
-    base = alt.Chart().encode(
-        x=alt.X("depth:Q", title="relative depth (t+1)/L", scale=alt.Scale(domain=[0, 1.05], nice=False)),
-        y=alt.Y("r_s:Q", title="coupling r_S", scale=alt.Scale(domain=[-lim, lim], nice=False)),
-        color=colour,
-    )
-    pts = base.mark_point(size=70, filled=True).encode(
-        shape=alt.Shape("significant:N", scale=alt.Scale(domain=["q < 0.05", "n.s."], range=["circle", "cross"]),
-                        title="BH, gains permuted", legend=alt.Legend(orient="bottom")),
-        tooltip=[f"{field}:N", "layer:Q", alt.Tooltip("r_s:Q", format=".3f"), alt.Tooltip("q:Q", format=".3g"),
-                 alt.Tooltip("p_relabel:Q", format=".3g")],
-    )
+    own = alt.Chart().transform_filter("!datum.band && !datum.seed")
+    line = own.mark_line(opacity=0.8).encode(x=x, y=y, color=colour)
+    pts = own.mark_point(size=70, filled=True).encode(x=x, y=y, color=colour, shape=shape, tooltip=tips)
+    seed_pts = alt.Chart().transform_filter("datum.seed").mark_point(size=28, filled=True, opacity=0.8).encode(
+        x=x, y=y, color=colour, shape=shape, tooltip=tips)
     zero = alt.Chart().mark_rule(color="black").encode(y=alt.datum(0), strokeDash=_reference())
-    chart = alt.layer(zero, base.mark_line(opacity=0.6), pts, data=df).properties(width=320, height=220).facet(
+    band = twin_band_layers(x, "r_s", colour, field=field, y_scale=y_scale)
+    chart = alt.layer(zero, *band, seed_pts, line, pts, data=data).properties(width=320, height=220).facet(
         column=alt.Column("model:N", title=None)
     )
     return titled(chart, title, model, description=description)
+
+
+def _pool_twins(df: pd.DataFrame, field: str) -> pd.DataFrame:
+    """``df`` with every random-init twin's ``field`` replaced by :func:`~lib.page.plotting.twin_band_label` (one
+    colour and one legend entry for the seeds of a scatter) and the original label kept as ``seed``."""
+    is_twin = np.array([model_kind(v) == "random" for v in df[field]], dtype=bool)
+    out = df.assign(seed=df[field].astype(str))
+    if is_twin.any():
+        out.loc[is_twin, field] = twin_band_label(df[field][is_twin].nunique())
+    return out
 
 
 def community_scatter_chart(comm: pd.DataFrame, *, title: str, model: str,
@@ -333,15 +426,15 @@ def community_scatter_chart(comm: pd.DataFrame, *, title: str, model: str,
     ``comm``: :func:`lib.methods.topology.pooled_community_coupling`'s communities (``weights``, ``layer``, ``community``,
     ``size``, ``boundary``, ``log_gain``).
     """
-    series = list(dict.fromkeys(comm["weights"]))
-    data = comm.assign(reference="median unit gain (log gain 0)")
+    data = _pool_twins(comm, "weights").assign(reference="median unit gain (log gain 0)")
+    series = list(dict.fromkeys(data["weights"]))
     colour = model_color("weights", series, legend=alt.Legend(orient="bottom", columns=4, title=None))
     pts = alt.Chart().mark_point(filled=True, opacity=0.8).encode(
         x=alt.X("boundary:Q", title="boundary score (mean participation of the community)",
                 scale=alt.Scale(zero=False, padding=8)),
         y=alt.Y("log_gain:Q", title="community log gain", scale=alt.Scale(zero=False, padding=8)),
         color=colour, size=alt.Size("size:Q", title="units", scale=alt.Scale(range=[20, 200])),
-        tooltip=["weights:N", "layer:Q", "community:Q", "size:Q", alt.Tooltip("boundary:Q", format=".3f"),
+        tooltip=["seed:N", "layer:Q", "community:Q", "size:Q", alt.Tooltip("boundary:Q", format=".3f"),
                  alt.Tooltip("log_gain:Q", format="+.3f")])
     zero = alt.Chart().mark_rule(color="black").encode(y=alt.datum(0), strokeDash=_reference())
     return titled(alt.layer(zero, pts, data=data).properties(width=420, height=240), title, model,
@@ -400,8 +493,8 @@ def block_erank_table(runs: dict[str, BootstrapRun], trained: str = "trained") -
         "erank J̄ₜ, trained": tr.interval("erank", l).fmt(".1f"), "erank J̄ₜ, twins": twin_range("erank", l),
         "product 1..l, trained": tr.interval("funnel", l + 1).fmt(".1f"),
         "product 1..l, twins": twin_range("funnel", l + 1),
-        "product 2..l, trained": tr.interval("funnel_no_b1", l).fmt(".1f") if l else "–",
-        "product 2..l, twins": twin_range("funnel_no_b1", l) if l else "–",
+        "product 2..t, trained": tr.interval("funnel_no_b1", l).fmt(".1f") if l else "–",
+        "product 2..t, twins": twin_range("funnel_no_b1", l) if l else "–",
     } for l in range(L)])
 
 

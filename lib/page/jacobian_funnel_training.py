@@ -1,9 +1,9 @@
 """Chapter 4's training test (section 4.10) on the page: the chart of the chapter's statistics over training.
 
 The frame is :func:`lib.chapters.jacobian_funnel_training.emergence_frame`. The training run is the trained
-colour (:data:`lib.page.plotting.TRAINED_COLOR`, through :func:`lib.page.plotting.model_color`), each random-init
-twin a horizontal line in its own colour, the range of the twins' 95% intervals a grey band
-(:data:`lib.page.plotting.NULL_COLOR`) behind them, and the committed model (of which the saved run is a sibling)
+colour (:data:`lib.page.plotting.TRAINED_COLOR`, through :func:`lib.page.plotting.model_color`), the random-init
+twins one band from the least to the greatest seed (:data:`lib.page.plotting.RANDOM_COLOR`, dashed at their median,
+one legend entry), the range of the twins' 95% intervals a grey band (:data:`lib.page.plotting.NULL_COLOR`) behind it, and the committed model (of which the saved run is a sibling)
 a diamond at the last step.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from lib.page.plotting import NULL_COLOR, model_color, titled
+from lib.page.plotting import NULL_COLOR, TWIN_BAND_OPACITY, model_color, titled, twin_band_label
 
 __all__ = ["COMMITTED_SERIES", "TRAINING_SERIES", "emergence_chart", "emergence_table", "step_sequence",
            "trend_stability"]
@@ -40,10 +40,16 @@ def _panels(df: pd.DataFrame, keys: tuple[str, ...], *, log: bool, series: list[
     band = alt.Chart().transform_filter(is_twin).transform_aggregate(
         lo="min(lo)", hi="max(hi)").mark_rect(color=NULL_COLOR, opacity=0.25).encode(
         y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q")
-    twins = alt.Chart().transform_filter(is_twin).mark_rule(strokeDash=[4, 3]).encode(
-        y=alt.Y("value:Q", scale=y_scale), color=colour,
-        tooltip=["series:N", alt.Tooltip("value:Q", format=".3g"), alt.Tooltip("lo:Q", format=".3g"),
-                 alt.Tooltip("hi:Q", format=".3g")])
+    label = twin_band_label(int(df.series[df.kind == "twin"].nunique())) if (df.kind == "twin").any() else ""
+    twin = alt.Chart().transform_filter(is_twin).transform_aggregate(
+        least="min(value)", greatest="max(value)", median="median(value)").transform_calculate(series=repr(label))
+    twin_tips = ["series:N", alt.Tooltip("median:Q", format=".3g", title="median over the seeds"),
+                 alt.Tooltip("least:Q", format=".3g", title="least seed"),
+                 alt.Tooltip("greatest:Q", format=".3g", title="greatest seed")]
+    twins = [twin.mark_rect(opacity=TWIN_BAND_OPACITY).encode(y=alt.Y("least:Q", scale=y_scale), y2="greatest:Q",
+                                                              color=colour, tooltip=twin_tips),
+             twin.mark_rule(strokeDash=[4, 3], strokeWidth=1.5).encode(y=alt.Y("median:Q", scale=y_scale),
+                                                                      color=colour, tooltip=twin_tips)]
     run = alt.Chart().transform_filter(is_run)
     tips = [alt.Tooltip("step:O", title="step"), alt.Tooltip("value:Q", format=".3g"),
             alt.Tooltip("lo:Q", format=".3g", title="95% interval, low"),
@@ -55,7 +61,7 @@ def _panels(df: pd.DataFrame, keys: tuple[str, ...], *, log: bool, series: list[
         x=x, y=y, color=colour, tooltip=["series:N", *tips[1:]])
     comm_bars = comm.mark_rule(strokeWidth=3, opacity=0.6, xOffset=12).encode(
         x=x, y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=colour)
-    layers = [band, twins, bars, line, comm_bars, comm_pts]
+    layers = [band, *twins, bars, line, comm_bars, comm_pts]
     if not log:
         layers.insert(0, alt.Chart().mark_rule(color="black", strokeDash=[2, 2]).encode(
             y=alt.Y("mean(zero):Q", scale=y_scale)))
@@ -66,14 +72,15 @@ def _panels(df: pd.DataFrame, keys: tuple[str, ...], *, log: bool, series: list[
 
 def emergence_chart(df: pd.DataFrame, *, title: str, model: str, description: str | None = None) -> alt.TopLevelMixin:
     """The chapter's statistics at each saved training step (point, 95% prompt-bootstrap bar), against each
-    random-init twin (dashed line) and the range of the twins' intervals (grey band), and the committed model
+    random-init twins (one band, least to greatest seed, dashed at the median) and the range of the twins' intervals (grey band), and the committed model
     (diamond, at the last step) where the frame has it: effective ranks on a log scale in the first row, the
     depth slopes with a dotted zero line in the second.
 
     ``df``: :func:`lib.chapters.jacobian_funnel_training.emergence_frame`.
     """
-    twins = list(dict.fromkeys(df.series[df.kind == "twin"]))
-    series = [TRAINING_SERIES, *([COMMITTED_SERIES] if (df.kind == "committed").any() else []), *twins]
+    n_twins = int(df.series[df.kind == "twin"].nunique())
+    series = [TRAINING_SERIES, *([COMMITTED_SERIES] if (df.kind == "committed").any() else []),
+              *([twin_band_label(n_twins)] if n_twins else [])]
     chart = alt.vconcat(_panels(df, _ERANKS, log=True, series=series),
                         _panels(df, _SLOPES, log=False, series=series))
     return titled(chart, title, model, description=description)

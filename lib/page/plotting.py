@@ -26,10 +26,12 @@ __all__ = [
     "NULL_COLOR",
     "OFFLINE_RENDERER",
     "OTHER_COLORS",
+    "RANDOM_COLOR",
     "RANDOM_COLORS",
     "SUBTITLE_CHARS",
     "TITLE_PX",
     "TRAINED_COLOR",
+    "TWIN_BAND_OPACITY",
     "configure_renderer",
     "eigenvalue_chart",
     "line_chart",
@@ -41,6 +43,9 @@ __all__ = [
     "side_by_side",
     "titled",
     "toy_label",
+    "twin_band",
+    "twin_band_label",
+    "twin_band_layers",
     "unit_circle",
     "vega_bundle_script",
 ]
@@ -110,7 +115,12 @@ alt.renderers.register(OFFLINE_RENDERER, _OfflineHtmlRenderer())
 TRAINED_COLOR = "#0072B2"
 """Trained weights, in every chart of the book (Okabe–Ito blue)."""
 RANDOM_COLORS = ("#E69F00", "#D55E00", "#8C510A")
-"""Random-init twins, seed by seed (Okabe–Ito orange and vermillion, then brown; repeated beyond three)."""
+"""Random-init twins, seed by seed (Okabe–Ito orange and vermillion, then brown; repeated beyond three), where a
+chart must tell the seeds apart. Most charts draw the twins as one band (:func:`twin_band`) in :data:`RANDOM_COLOR`."""
+RANDOM_COLOR = RANDOM_COLORS[0]
+"""The random-init twins together: one band over the seeds (:func:`twin_band`), one legend entry."""
+TWIN_BAND_OPACITY = 0.3
+"""Opacity of a twin band's fill (its median line and outline are opaque)."""
 OTHER_COLORS = ("#009E73", "#56B4E9", "#CC79A7", "#000000", "#999999")
 """Any other series of a chart that also shows models (toys, real checkpoints): Okabe–Ito's other colours."""
 EIGEN_COLORS = ("#000000", "#009E73", "#999999")
@@ -128,6 +138,81 @@ def model_kind(label: object) -> str | None:
     if _RANDOM.search(text):
         return "random"
     return "trained" if _TRAINED.search(text) else None
+
+
+def twin_band_label(n_seeds: int) -> str:
+    """The legend's name of the random-init twins drawn as one band: ``"random init, 3 seeds"``."""
+    if n_seeds < 1:
+        raise ValueError(f"a twin band needs at least one seed, got {n_seeds}")
+    return f"random init, {n_seeds} seed{'s' if n_seeds > 1 else ''}"
+
+
+def twin_band(df: pd.DataFrame, *, keys: Sequence[str], values: Sequence[str], field: str = "series") -> pd.DataFrame:
+    """``df`` with its random-init twins (rows whose ``field`` is a random-init label, :func:`model_kind`) collapsed
+    into one band: per combination of ``keys`` (x, panel), one row labelled :func:`twin_band_label` whose columns
+    ``<v>_min`` / ``<v>_max`` are the least and greatest of the seeds' ``v`` and ``v`` itself their median, for each
+    ``v`` of ``values``; other columns keep the first seed's value. Rows of other series are kept as they are
+    (``<v>_min``/``<v>_max`` NaN). A column ``band`` (bool) tells the band's rows apart; ``n_seeds`` counts the
+    seeds of each band row.
+
+    So a chart draws trained weights as a line (or points) in :data:`TRAINED_COLOR` and its twins as one
+    :data:`RANDOM_COLOR` band with one legend entry, instead of one near-identical orange line per seed.
+    """
+    missing = [c for c in (field, *keys, *values) if c not in df.columns]
+    if missing:
+        raise ValueError(f"twin_band: columns {missing} not in the frame (has {list(df.columns)})")
+    is_twin = np.array([model_kind(v) == "random" for v in df[field]], dtype=bool)
+    rest = df[~is_twin].assign(band=False, n_seeds=1)
+    for v in values:
+        rest[f"{v}_min"] = np.nan
+        rest[f"{v}_max"] = np.nan
+    twins = df[is_twin]
+    if twins.empty:
+        return rest.reset_index(drop=True)
+    label = twin_band_label(twins[field].nunique())
+    keys = list(keys)
+    others = [c for c in df.columns if c not in (field, *keys, *values)]
+    agg: dict = {c: "first" for c in others}
+    for v in values:
+        agg[v] = "median"
+    grouped = twins.groupby(keys, sort=False, dropna=False) if keys else twins.groupby(np.zeros(len(twins)))
+    band = grouped.agg(agg)
+    for v in values:
+        band[f"{v}_min"] = grouped[v].min()
+        band[f"{v}_max"] = grouped[v].max()
+    band["n_seeds"] = grouped[field].nunique()
+    band = (band.reset_index() if keys else band.reset_index(drop=True)).assign(band=True)
+    band[field] = label
+    return pd.concat([rest, band[list(rest.columns)]], ignore_index=True)
+
+
+def twin_band_layers(x: alt.X, value: str, colour: alt.Color, *, field: str = "series", y_scale: alt.Scale | object = alt.Undefined,
+                     x_offset: alt.XOffset | object = alt.Undefined, detail: str | None = None,
+                     fmt: str = ".3f") -> list[alt.Chart]:
+    """The layers that draw the band rows of :func:`twin_band` (``datum.band``): for a quantitative ``x`` a
+    filled area from ``<value>_min`` to ``<value>_max`` and the seeds' median as a line; for a discrete ``x``
+    (with the series as ``x_offset``) a bar over the same range, outlined, with a tick at the median. Data-less
+    (the caller's :func:`alt.layer` brings the data); ``field``: the series column (tooltip); ``detail``: a field that splits the area (e.g. a product).
+    The twins' bars never hide the trained marks: draw these layers first."""
+    band = alt.Chart().transform_filter("datum.band")
+    lo, hi = f"{value}_min", f"{value}_max"
+    tips = [alt.Tooltip(f"{field}:N"),
+            alt.Tooltip(f"{value}:Q", format=fmt, title="median over the seeds"),
+            alt.Tooltip(f"{lo}:Q", format=fmt, title="least seed"), alt.Tooltip(f"{hi}:Q", format=fmt, title="greatest seed")]
+    extra = {"detail": alt.Detail(f"{detail}:N")} if detail else {}
+    discrete = getattr(x, "type", None) in ("ordinal", "nominal") or str(getattr(x, "shorthand", "")).endswith((":O", ":N"))
+    if discrete:
+        area = band.mark_bar(fillOpacity=TWIN_BAND_OPACITY, stroke=RANDOM_COLOR, strokeWidth=1.5).encode(
+            x=x, xOffset=x_offset, y=alt.Y(f"{lo}:Q", scale=y_scale), y2=f"{hi}:Q", color=colour,
+            tooltip=tips, **extra)
+        mid = band.mark_tick(thickness=2).encode(x=x, xOffset=x_offset, y=alt.Y(f"{value}:Q", scale=y_scale),
+                                                 color=colour, **extra)
+    else:
+        area = band.mark_area(opacity=TWIN_BAND_OPACITY).encode(
+            x=x, y=alt.Y(f"{lo}:Q", scale=y_scale), y2=f"{hi}:Q", color=colour, tooltip=tips, **extra)
+        mid = band.mark_line(strokeWidth=1.5).encode(x=x, y=alt.Y(f"{value}:Q", scale=y_scale), color=colour,
+                                                     **extra)
+    return [area, mid]
 
 
 def model_palette(labels: Sequence[object]) -> tuple[list[str], list[str]]:

@@ -48,7 +48,7 @@ from lib.chapters.real_models import (
 from lib.chapters.real_models_directions import DIRECTION_STATISTICS, direction_verdict
 from lib.linalg.power import fitted_ratio
 from lib.models.paper import PAPER_MODELS
-from lib.page.plotting import NULL_COLOR, model_color, model_kind, model_palette, titled
+from lib.page.plotting import LABEL_PX, NULL_COLOR, model_color, model_kind, model_palette, titled
 
 if TYPE_CHECKING:
     from lib.chapters.real_models import Analysis, LayerRange, SharedRun, TwinComparison
@@ -303,7 +303,7 @@ def cross_layer_chart(
     # dark text on the bright (high) end of viridis, white on the dark end
     finite = matrix[np.isfinite(matrix)]
     bright = float(np.nanmin(matrix) + 0.6 * np.ptp(finite)) if finite.size else 0.0
-    text = base.mark_text(fontSize=9).encode(
+    text = base.mark_text(fontSize=LABEL_PX).encode(
         text=alt.Text(f"{metric}:Q", format=fmt),
         color=alt.condition(f"datum['{metric}'] > {bright}", alt.value("black"), alt.value("white")),
     )

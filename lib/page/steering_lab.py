@@ -31,13 +31,13 @@ from pandas.io.formats.style import Styler
 from lib.chapters.steering_lab import ALPHAS, RETENTION_LOW, Lab, retention_points
 from lib.linalg import spectra
 from lib.methods import steering
-from lib.page.plotting import NULL_COLOR, OTHER_COLORS, titled
+from lib.page.plotting import NULL_COLOR, OTHER_COLORS, TITLE_PX, titled
 from lib.page.tables import interval_text
 
 if TYPE_CHECKING:
     from lib.models import SpectralModel
 
-__all__ = ["BASELINE_LABEL", "QUANTITIES", "SERIES_COLORS", "TEXT_CHARS", "alpha_chart", "continuations_table",
+__all__ = ["BASELINE_LABEL", "QUANTITIES", "SERIES_COLORS", "TEXT_CHARS", "TEXT_PX", "alpha_chart", "continuations_table",
            "edit_table", "fluency_chart", "layer_table", "retention_finding", "static_lab", "summary_chart",
            "sweep_table", "target_chart", "tradeoff_chart", "tradeoff_table", "v_control_chart", "v_control_table",
            "widget_lab"]
@@ -45,7 +45,7 @@ __all__ = ["BASELINE_LABEL", "QUANTITIES", "SERIES_COLORS", "TEXT_CHARS", "alpha
 # -- one colour per series, in every figure of the chapter ---------------------------------------------------------
 BASELINE_LABEL = "b_d: alignment of a random direction"
 """The legend entry of the dashed baseline line (:func:`lib.linalg.spectra.baseline_alignment`)."""
-SPECTRAL = "|⟨v₁(F_L′), u⟩|"
+SPECTRAL = "|⟨v₁(F′ of block L), u⟩|"
 REAL, SIMPLIFIED, ACTADD = "tokens, real model", "tokens, simplified model", "tokens, activation addition"
 EIGEN, AA = "eigen-edit", "activation addition"
 SERIES_COLORS: dict[str, str] = {
@@ -70,7 +70,7 @@ def _colors(labels: Sequence[str], *, title: str | None = None, legend: Any = al
     return alt.Color(f"{field}:N", title=title, scale=alt.Scale(domain=domain, range=colours), legend=legend)
 
 
-def _alpha_axis(title: str = "edit strength α|c|/|λ₁(F_L)| (0 plotted at 0.5)") -> alt.X:
+def _alpha_axis(title: str = "edit strength α|c|/|λ₁| of block L's F (0 plotted at 0.5)") -> alt.X:
     return alt.X("alpha_plot:Q", scale=alt.Scale(type="log"), title=title)
 
 
@@ -178,7 +178,7 @@ def v_control_chart(vctrl: pd.DataFrame) -> alt.TopLevelMixin:
     """Figure of §5.6: for each model, the O-edit against the V-edit (:func:`lib.chapters.steering_lab.v_control`):
     the spectral alignment of ``F_L'``, the change's alignment with ``u`` at the output projection, and
     the real model's final tokens (with their 95% interval over prompts)."""
-    parts = [("spectral_alignment", "|⟨v₁(F_L′), u⟩|"), ("change_along_u", "each token's change: |cos| with u"),
+    parts = [("spectral_alignment", "|⟨v₁(F′ of block L), u⟩|"), ("change_along_u", "each token's change: |cos| with u"),
              ("final_real", "final tokens, real model")]
     rows = []
     for _, r in vctrl.iterrows():
@@ -199,8 +199,8 @@ def v_control_chart(vctrl: pd.DataFrame) -> alt.TopLevelMixin:
     chart = alt.layer(bars, ci, data=long).properties(width=220, height=150).facet(
         column=alt.Column("model:N", title=None, sort=list(dict.fromkeys(vctrl.model))))
     models = ", ".join(dict.fromkeys(vctrl.model))
-    return titled(chart, "Same F_L′, different layer: the O-edit against the V-edit at edit strength 100", models,
-                  "On MiniLM both edits make u the principal eigenvector of F_L′, but only the O-edit moves "
+    return titled(chart, "Same F′ of block L, different layer: the O-edit against the V-edit at edit strength 100", models,
+                  "On MiniLM both edits make u the principal eigenvector of F′ of block L, but only the O-edit moves "
                   "the tokens toward u; on the grouped-query decoder the V-edit plants a direction away from u.")
 
 
@@ -210,7 +210,7 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "direction": ("direction u", "{}"),
     "alpha": ("edit strength α|c|/|λ₁|", "{:g}"),
     "c": ("c = zᵀu", "{:.3f}"),
-    "spectral_alignment": ("|⟨v₁(F_L′), u⟩|", "{:.3f}"),
+    "spectral_alignment": ("|⟨v₁(F′ of block L), u⟩|", "{:.3f}"),
     "gap_ratio": ("gap ratio after the edit", "{:.3f}"),
     "final_simplified": ("tokens, simplified model", "{:.3f}"),
     "final_real": ("tokens, real model", "{:.3f}"),
@@ -223,7 +223,7 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "rank_actadd": ("median rank, activation addition", "{:g}"),
     "top1_actadd": ("top-1 rate, activation addition", "{:.2f}"),
     "method": ("w (or b) by", "{}"),
-    "radius": ("spectral radius |λ₁(F_L)|", "{:.4f}"),
+    "radius": ("spectral radius |λ₁| of block L's F", "{:.4f}"),
     "alpha_abs": ("α (absolute)", "{:.2f}"),
     "alignment_before": ("|⟨v₁, u⟩| before the edit", "{:.3f}"),
     "alignment_after": ("|⟨v₁′, u⟩| after the edit", "{:.3f}"),
@@ -326,8 +326,11 @@ def continuations_table(texts: pd.DataFrame, direction: str) -> Styler:
 
 
 # -- the lab: static explorer and live panel --------------------------------------------------------------------
-TEXT_CHARS = 84
-"""Characters per line of the lab's output text (12 px font in a 560 px panel)."""
+TEXT_CHARS = 46
+"""Characters per line of the lab's output text (12 px font in a :data:`TEXT_PX` panel, which fits a phone's column:
+Vega's text marks do not wrap when the site narrows a chart)."""
+TEXT_PX = 320
+"""Width of the lab's output-text panel, in px."""
 
 
 def _panels(curves: pd.DataFrame, eigs: pd.DataFrame, texts: pd.DataFrame, *, where: str | None, params: tuple,
@@ -355,17 +358,17 @@ def _panels(curves: pd.DataFrame, eigs: pd.DataFrame, texts: pd.DataFrame, *, wh
     sym = alt.Scale(type="symlog")
     # Grey and black, outside the lines' palette: a red λ₁' once read as the "simplified" series.
     right = base(eigs).mark_circle(opacity=0.7).encode(
-        x=alt.X("re:Q", title="Re λ(F_L′) / |λ₁(F_L)| (symlog)", scale=sym),
-        y=alt.Y("im:Q", title="Im λ / |λ₁(F_L)|", scale=sym),
+        x=alt.X("re:Q", title="Re λ(F′ of block L) / |λ₁| of block L's F (symlog)", scale=sym),
+        y=alt.Y("im:Q", title="Im λ / |λ₁| of block L's F", scale=sym),
         color=alt.condition("datum.k == 0", alt.value("black"), alt.value("#9e9e9e")),
         size=alt.condition("datum.k == 0", alt.value(70), alt.value(18)),
         tooltip=[alt.Tooltip("re:Q", format=".3f"), alt.Tooltip("im:Q", format=".3f")],
-    ).properties(width=220, height=220, title=alt.TitleParams("eigenvalues of F_L′ (black: λ₁′)", fontSize=11, fontWeight="normal"))
+    ).properties(width=220, height=220, title=alt.TitleParams("eigenvalues of F′ of block L (black: λ₁′)", fontSize=TITLE_PX, fontWeight="normal"))
     # The output line is wrapped (TEXT_CHARS per line) rather than cut at the panel's edge.
     texts = texts.assign(text=["\n".join(textwrap.wrap(str(t), TEXT_CHARS)) for t in texts["text"]])
     n_lines = max([t.count("\n") + 1 for t in texts["text"]] or [1])
     text = base(texts).mark_text(align="left", baseline="top", fontSize=12, lineBreak="\n", lineHeight=16).encode(
-        text="text:N", x=alt.value(0), y=alt.value(0)).properties(width=560, height=16 * n_lines)
+        text="text:N", x=alt.value(0), y=alt.value(0)).properties(width=TEXT_PX, height=16 * n_lines)
     # the legend under the lines' panel, not under the whole figure (below the output text)
     return alt.vconcat(alt.hconcat(left, right).resolve_legend(color="independent"), text)
 
@@ -388,7 +391,7 @@ def static_lab(grid: dict[str, pd.DataFrame], *, model: SpectralModel, alphas: S
 
     chart = _panels(small(grid["curves"], ["alignment"]), small(grid["eigvals"], ["re", "im"]), texts, where=where, params=(ai, dirp),
                     n_layers=model.n_layers, baseline=spectra.baseline_alignment(model.d_model))
-    return titled(chart, "Steering lab (precomputed): alignment with u, spectrum of F_L′, output", model.label,
+    return titled(chart, "Steering lab (precomputed): alignment with u, spectrum of F′ of block L, output", model.label,
                   f"Explorer of the precomputed steering runs of {model.label}: pick α and a direction to see the "
                   "tokens' alignment with u at every depth, the eigenvalues of the edited layer and its output.")
 

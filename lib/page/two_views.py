@@ -46,7 +46,15 @@ from lib.chapters.two_views_angles import ANGLE_CLOSE
 from lib.methods import alignment as als
 from lib.methods import bridge as br
 from lib.page import prose
-from lib.page.plotting import NULL_COLOR, OTHER_COLORS, model_kind, model_palette, titled
+from lib.page.plotting import (
+    NULL_COLOR,
+    OTHER_COLORS,
+    model_kind,
+    model_palette,
+    titled,
+    twin_band,
+    twin_band_layers,
+)
 from lib.page.tables import interval_text, value_range
 
 __all__ = ["REFERENCE_COLOR", "Findings", "angle_chart", "angle_findings", "context_chart",
@@ -113,17 +121,20 @@ def share_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
     :func:`lib.chapters.two_views.share_both`); a dashed line at ½, where the attention path carries half the
     update."""
     half = "½: half of the update"
-    order = series_order(df.series)
-    base = alt.Chart().encode(x=alt.X("layer:O", title="layer"), xOffset=alt.XOffset("series:N", sort=order),
-                              color=_colour("series", df.series, {half: REFERENCE_COLOR}))
-    pts = base.mark_point(filled=True).encode(
-        y=alt.Y("attn:Q", title="⟨J̄_A, Ū⟩ / ‖Ū‖²"),
+    data = twin_band(df, keys=["model", "protocol", "layer"], values=["attn"])
+    order = series_order(data.series)
+    x, off = alt.X("layer:O", title="layer"), alt.XOffset("series:N", sort=order)
+    colour = _colour("series", data.series, {half: REFERENCE_COLOR})
+    own = alt.Chart().transform_filter("!datum.band").encode(x=x, xOffset=off, color=colour)
+    pts = own.mark_point(filled=True, size=40).encode(
+        y=alt.Y("attn:Q", title="attention path's share of Ū"),
         tooltip=["series:N", "protocol:N", "layer:O", alt.Tooltip("attn:Q", format=".3f"),
                  alt.Tooltip("attn_lo:Q", format=".3f"), alt.Tooltip("attn_hi:Q", format=".3f"),
                  alt.Tooltip("size_attn:Q", format=".3f"), alt.Tooltip("size_avoid:Q", format=".3f")])
-    bars = base.mark_rule().encode(y="attn_lo:Q", y2="attn_hi:Q")
+    bars = own.mark_rule(strokeWidth=1.5).encode(y="attn_lo:Q", y2="attn_hi:Q")
+    band = twin_band_layers(x, "attn", colour, x_offset=off)
     ref = alt.Chart().mark_rule(strokeDash=[4, 3]).encode(y=alt.datum(0.5), color=alt.datum(half))
-    chart = alt.layer(bars, pts, ref, data=df).properties(width=250, height=160).facet(
+    chart = alt.layer(*band, bars, pts, ref, data=data).properties(width=250, height=160).facet(
         column=alt.Column("model:N", title=None, sort=list(pd.unique(df.model))),
         row=alt.Row("protocol:N", title=None, sort=list(pd.unique(df.protocol)),
                     header=alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start",
@@ -131,23 +142,46 @@ def share_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
     return _titled(chart, "share", model, title, description)
 
 
+def _level_per_layer(field: str, label: str, y_title: str, *, below: bool = False) -> alt.Chart:
+    """A reference level per layer, the width of the layer's whole slot (so it reads with every point of that
+    layer): from the least to the greatest ``field`` over the layer's series, outlined in :data:`NULL_COLOR`
+    (a thick rule where the series agree). ``below``: shade from 0 up to the level instead (a zone). Coloured
+    ``alt.datum(label)``, so the chart's colour legend names it; ``y_title``: the chart's y title (a layer's
+    own would be joined to it)."""
+    agg = alt.Chart().transform_aggregate(least=f"min({field})", greatest=f"max({field})", groupby=["layer"])
+    agg = agg.transform_calculate(zero="0")
+    x = alt.X("layer:O", title="layer")
+    tips = ["layer:O", alt.Tooltip("least:Q", format=".2f", title=f"{label} (least)"),
+            alt.Tooltip("greatest:Q", format=".2f", title=f"{label} (greatest)")]
+    if below:
+        return agg.mark_bar(opacity=0.35, stroke=NULL_COLOR, strokeWidth=2).encode(
+            x=x, y=alt.Y("zero:Q", title=y_title), y2="greatest:Q", color=alt.datum(label), tooltip=tips)
+    return agg.mark_bar(opacity=0.5, stroke="#616161", strokeWidth=2.5).encode(
+        x=x, y=alt.Y("least:Q", title=y_title), y2="greatest:Q", color=alt.datum(label), tooltip=tips)
+
+
 def angle_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
                 description: str | None = None) -> alt.TopLevelMixin:
-    """Smallest principal angle between ``v₁(F_t)`` and each Jacobian-view subspace, per layer.
+    """Smallest principal angle between ``v₁(F_t)`` and each Jacobian-view subspace, per layer: the trained model's
+    points, its random-init twins as one band (:func:`lib.page.plotting.twin_band`).
 
-    Grey ticks: the 5% quantile of the chance distribution (random subspaces of the same dimensions), one per
-    series; a point below its tick is closer than 95% of random subspaces.
+    Grey zone: below the 5% quantile of the chance distribution (random subspaces of the same dimensions), per
+    layer and as wide as the layer's slot (its top edge spans the quantiles of the layer's series); a point inside
+    it is closer than 95% of random subspaces.
     """
-    chance = "chance: 5% quantile of random subspaces"
-    order = series_order(df.series)
-    base = alt.Chart().encode(x=alt.X("layer:O", title="layer"), xOffset=alt.XOffset("series:N", sort=order))
-    pts = base.mark_point(filled=True, size=30).encode(
-        color=_colour("series", df.series, {chance: NULL_COLOR}),
-        y=alt.Y("theta:Q", title="θ₁ (degrees)", scale=alt.Scale(domain=[0, 90])),
+    chance = "closer than chance: below the 5% quantile of random subspaces"
+    data = twin_band(df, keys=["model", "target", "layer"], values=["theta"])
+    order = series_order(data.series)
+    x, off = alt.X("layer:O", title="layer"), alt.XOffset("series:N", sort=order)
+    colour = _colour("series", data.series, {chance: NULL_COLOR})
+    y = alt.Y("theta:Q", title="θ₁ (degrees)", scale=alt.Scale(domain=[0, 90]))
+    pts = alt.Chart().transform_filter("!datum.band").mark_point(filled=True, size=40).encode(
+        x=x, xOffset=off, color=colour, y=y,
         tooltip=["series:N", "layer:O", "target:N", "k:Q", alt.Tooltip("theta:Q", format=".1f"),
                  alt.Tooltip("chance_lo:Q", format=".1f"), alt.Tooltip("p:Q", format=".3g")])
-    ticks = base.mark_tick(thickness=2, size=8).encode(y="chance_lo:Q", color=alt.datum(chance))
-    chart = alt.layer(ticks, pts, data=df).properties(width=110, height=150).facet(
+    band = twin_band_layers(x, "theta", colour, x_offset=off, y_scale=alt.Scale(domain=[0, 90]), fmt=".1f")
+    zone = _level_per_layer("chance_lo", chance, "θ₁ (degrees)", below=True)
+    chart = alt.layer(zone, *band, pts, data=data).properties(width=110, height=150).facet(
         column=alt.Column("target:N", title=None, sort=list(pd.unique(df.target))),
         row=alt.Row("model:N", title=None, sort=list(pd.unique(df.model))))
     return _titled(chart, "angle", model, title, description)
@@ -182,7 +216,7 @@ def gamma_chart(df: pd.DataFrame, metric: str, *, model: str, title: str | None 
     series' null (random subspaces of the same dimension), in the same units; for γ a dashed line at 1, the
     chance level. Within a model both views share the y axis.
     """
-    null = "null: 95% quantile of random subspaces"
+    null = "null: 95% quantile of random subspaces (range over the series)"
     refs = {null: NULL_COLOR}
     if metric == "gamma":
         df = df.assign(y=df.gamma / df.chance, y_lo=df.gamma_lo / df.chance, y_hi=df.gamma_hi / df.chance,
@@ -196,22 +230,24 @@ def gamma_chart(df: pd.DataFrame, metric: str, *, model: str, title: str | None 
         title = title or "ρₜ against v₁(Fₜ) and against v₁(J̄ₜ)"
     else:
         raise ValueError(f"metric must be 'gamma' or 'rho', got {metric!r}")
-    order = series_order(df.series)
-    colour = _colour("series", df.series, refs)
+    data = twin_band(df, keys=["model", "view", "layer"], values=["y"])
+    order = series_order(data.series)
+    colour = _colour("series", data.series, refs)
+    x, off = alt.X("layer:O", title="layer"), alt.XOffset("series:N", sort=order)
     rows = []
     for m in pd.unique(df.model):
-        base = alt.Chart().encode(x=alt.X("layer:O", title="layer"), xOffset=alt.XOffset("series:N", sort=order))
-        pts = base.mark_point(filled=True, size=30).encode(
+        own = alt.Chart().transform_filter("!datum.band").encode(x=x, xOffset=off)
+        pts = own.mark_point(filled=True, size=40).encode(
             y=alt.Y("y:Q", title=ytitle, scale=alt.Scale(zero=False)), color=colour,
             tooltip=["series:N", "view:N", "layer:O", alt.Tooltip("y:Q", format=".3f"),
                      alt.Tooltip("y_lo:Q", format=".3f"), alt.Tooltip("y_hi:Q", format=".3f"),
                      alt.Tooltip("null:Q", format=".3f")])
-        bars = base.mark_rule().encode(y="y_lo:Q", y2="y_hi:Q", color=colour)
-        ticks = base.mark_tick(thickness=2, size=8).encode(y="null:Q", color=alt.datum(null))
-        layers = [ticks, bars, pts]
+        bars = own.mark_rule(strokeWidth=1.5).encode(y="y_lo:Q", y2="y_hi:Q", color=colour)
+        band = twin_band_layers(x, "y", colour, x_offset=off)
+        layers = [_level_per_layer("null", null, ytitle), *band, bars, pts]
         if level:
             layers.append(alt.Chart().mark_rule(strokeDash=[4, 3]).encode(y=alt.datum(1.0), color=alt.datum(level)))
-        rows.append(alt.layer(*layers, data=df[df.model == m]).properties(width=250, height=150).facet(
+        rows.append(alt.layer(*layers, data=data[data.model == m]).properties(width=250, height=150).facet(
             column=alt.Column("view:N", title=None, header=alt.Header(labelFontWeight="bold")),
             title=alt.TitleParams(str(m), anchor="start", fontSize=12)))
     description = description or (f"Per layer, {ytitle} of the tokens against v₁(Fₜ) and against v₁(J̄ₜ), "
@@ -223,15 +259,19 @@ def context_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
                   description: str | None = None) -> alt.TopLevelMixin:
     """Median relative difference ‖J_ctx − J_single‖/‖update‖ per layer (bars: min–max over prompts), log
     axis."""
-    order = series_order(df.series)
-    base = alt.Chart().encode(x=alt.X("layer:O", title="layer"), xOffset=alt.XOffset("series:N", sort=order),
-                              color=_colour("series", df.series))
-    pts = base.mark_point(filled=True).encode(
-        y=alt.Y("rel_diff:Q", title="‖J_ctx − J_single‖ / ‖J_ctx − R‖ (log)", scale=alt.Scale(type="log")),
+    data = twin_band(df, keys=["model", "layer"], values=["rel_diff"])
+    order = series_order(data.series)
+    x, off = alt.X("layer:O", title="layer"), alt.XOffset("series:N", sort=order)
+    colour = _colour("series", data.series)
+    y_scale = alt.Scale(type="log")
+    own = alt.Chart().transform_filter("!datum.band").encode(x=x, xOffset=off, color=colour)
+    pts = own.mark_point(filled=True, size=40).encode(
+        y=alt.Y("rel_diff:Q", title="‖J(in context) − J(single)‖ / ‖J(in context) − R‖ (log)", scale=y_scale),
         tooltip=["series:N", "layer:O", alt.Tooltip("rel_diff:Q", format=".3f"),
                  alt.Tooltip("rel_min:Q", format=".3f"), alt.Tooltip("rel_max:Q", format=".3f")])
-    bars = base.mark_rule().encode(y="rel_min:Q", y2="rel_max:Q")
-    chart = alt.layer(bars, pts, data=df).properties(width=250, height=200).facet(
+    bars = own.mark_rule(strokeWidth=1.5).encode(y=alt.Y("rel_min:Q", scale=y_scale), y2="rel_max:Q")
+    band = twin_band_layers(x, "rel_diff", colour, x_offset=off, y_scale=y_scale)
+    chart = alt.layer(*band, bars, pts, data=data).properties(width=250, height=200).facet(
         column=alt.Column("model:N", title=None))
     return _titled(chart, "context", model, title, description)
 
@@ -254,6 +294,17 @@ def perturbation_chart(df: pd.DataFrame, *, model: str, title: str | None = None
     return _titled(chart, "perturbation", model, title, description)
 
 
+_TYPESET = {"F_L′": "F′ of block L", "Ū_L": "Ū of block L", "F_L": "F of block L"}
+"""Code-like subscripts of the chapter's labels and the words the chart shows for them (Unicode has no subscript L)."""
+
+
+def _typeset(label: str) -> str:
+    """``label`` with the plain-text subscripts of :data:`_TYPESET` in words, as the prose reads them."""
+    for raw, text in _TYPESET.items():
+        label = label.replace(raw, text)
+    return label
+
+
 def steering_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
                    description: str | None = None) -> alt.TopLevelMixin:
     """Both views of the O-edit against its strength: one row per quantity, one column per model, one line
@@ -262,20 +313,29 @@ def steering_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
     ``df`` long (:func:`steering_long`): ``model``, ``weights``, ``alpha``, ``quantity``,
     ``value`` and, where a prompt-bootstrap interval exists, ``lo``/``hi`` (drawn as a band).
     """
-    base = alt.Chart().encode(
-        x=alt.X("alpha:Q", title="α|c| / |λ₁(F_L)| (symlog)", scale=alt.Scale(type="symlog"),
-                axis=alt.Axis(values=sorted(float(a) for a in pd.unique(df.alpha)))),
-        color=_colour("weights", df.weights), detail="weights:N")
-    line = base.mark_line(point=True).encode(
-        y=alt.Y("value:Q", title="|cos| with u", scale=alt.Scale(domain=[0, 1])),
+    df = df.assign(quantity=[_typeset(q) for q in df.quantity])
+    data = twin_band(df, keys=["model", "quantity", "alpha"], values=["value"], field="weights")
+    models, quantities = list(pd.unique(df.model)), list(pd.unique(df.quantity))
+    # one panel per (quantity, model), wrapped two to a row: the grid of the desktop (a row per quantity, a column
+    # per model), and one column on a phone (book/_static/charts.js gives a wrapped facet fewer columns)
+    data["panel"] = [f"{m}: {q}" for m, q in zip(data.model, data.quantity)]
+    panels = [f"{m}: {q}" for q in quantities for m in models]
+    colour = _colour("weights", data.weights)
+    x = alt.X("alpha:Q", title="edit strength α|c| / |λ₁| of the last block's F (symlog)", scale=alt.Scale(type="symlog"),
+              axis=alt.Axis(values=sorted(float(a) for a in pd.unique(df.alpha))))
+    y_scale = alt.Scale(domain=[0, 1])
+    own = alt.Chart().transform_filter("!datum.band").encode(x=x, color=colour, detail="weights:N")
+    line = own.mark_line(point=True).encode(
+        y=alt.Y("value:Q", title="|cos| with u", scale=y_scale),
         tooltip=["weights:N", "quantity:N", "alpha:Q", alt.Tooltip("value:Q", format=".3f"),
                  alt.Tooltip("lo:Q", format=".3f"), alt.Tooltip("hi:Q", format=".3f")])
-    band = base.transform_filter("isValid(datum.lo)").mark_area(opacity=0.15).encode(y="lo:Q", y2="hi:Q")
-    quantities = list(pd.unique(df.quantity))
-    chart = alt.layer(band, line, data=df).properties(width=250, height=110).facet(
-        row=alt.Row("quantity:N", title=None, sort=quantities,
-                    header=alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start", labelFontWeight="bold")),
-        column=alt.Column("model:N", title=None, sort=list(pd.unique(df.model))))
+    ci = own.transform_filter("isValid(datum.lo)").mark_area(opacity=0.15).encode(y="lo:Q", y2="hi:Q")
+    band = twin_band_layers(x, "value", colour, field="weights", y_scale=y_scale)
+    chart = alt.layer(*band, ci, line, data=data).properties(width=250, height=110).facet(
+        facet=alt.Facet("panel:N", title=None, sort=panels,
+                        header=alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start",
+                                          labelFontWeight="bold")),
+        columns=len(models))
     return _titled(chart, "steering", model, title, description)
 
 

@@ -73,10 +73,10 @@ def test_chart_is_in_the_books_style(name):
 
 @pytest.mark.parametrize(("name", "entry", "colour"), [
     ("share", "½: half of the update", bp.REFERENCE_COLOR),
-    ("angle", "chance: 5% quantile of random subspaces", NULL_COLOR),
-    ("gamma", "null: 95% quantile of random subspaces", NULL_COLOR),
+    ("angle", "closer than chance: below the 5% quantile of random subspaces", NULL_COLOR),
+    ("gamma", "null: 95% quantile of random subspaces (range over the series)", NULL_COLOR),
     ("gamma", "chance level", bp.REFERENCE_COLOR),
-    ("rho", "null: 95% quantile of random subspaces", NULL_COLOR),
+    ("rho", "null: 95% quantile of random subspaces (range over the series)", NULL_COLOR),
 ])
 def test_nulls_and_references_have_a_legend_entry(name, entry, colour):
     """The reference is drawn with ``color=datum(entry)`` and its entry sits in the colour legend's scale."""
@@ -100,3 +100,16 @@ def test_steering_chart_ticks_at_the_strengths():
     spec = CHARTS["steering"]().to_dict()
     values = [n["axis"]["values"] for n in _nodes(spec) if isinstance(n.get("axis"), dict) and "values" in n["axis"]]
     assert values and all(v == [0.0, 1.0, 5.0, 20.0, 100.0, 1000.0] for v in values)
+
+
+@pytest.mark.parametrize("name", ["share", "angle", "gamma", "rho", "context", "steering"])
+def test_the_twins_are_one_band_with_one_legend_entry(name):
+    """Issue 28: the random-init seeds are one band ("random init, 2 seeds" here) in one colour, not one
+    near-identical orange per seed."""
+    spec = CHARTS[name]().to_dict()
+    for _, domain, colours in _colour_scales(spec):
+        twins = [d for d in domain if d.startswith("random init")]
+        assert twins in ([], ["random init, 2 seeds"]), domain
+    marks = [n["mark"]["type"] if isinstance(n.get("mark"), dict) else n.get("mark") for n in _nodes(spec)
+             if "mark" in n and {"filter": "datum.band"} in n.get("transform", [])]
+    assert {"bar", "area"} & set(marks), marks

@@ -119,3 +119,21 @@ def test_training_coupling_and_community_charts():
     comm = pd.DataFrame([{"weights": s, "layer": 1, "community": 0, "size": 20, "boundary": 0.5, "log_gain": 0.1}
                          for s in SERIES])
     assert _has_reference_legend(_check_style(fp.community_scatter_chart(comm, title="Boundary against gain", model="toy")))
+
+
+def test_a_slope_outside_its_own_interval_is_ringed_and_named():
+    """Fig. 4.5 once showed seed 2's slope outside its own 95% interval with nothing on the page saying so: the
+    percentile interval of the resampled slopes need not contain the full-sample slope (a count of complex
+    eigenvalues is not smooth in the prompts). The chart rings such a point and the caption's note names it."""
+    df = pd.DataFrame({"metric": ["f", "f", "f"], "series": ["trained", "random init, seed 0", "random init, seed 1"],
+                       "slope": [0.1, 0.05, 0.3], "lo": [0.0, 0.0, 0.0], "hi": [0.2, 0.1, 0.2],
+                       "direction": ["flat"] * 3})
+    note = fp.slope_outside_note(df)
+    assert "random init, seed 1, f" in note and "trained" not in note
+    assert fp.slope_outside_note(df.iloc[:2]) == "Every point lies inside its own interval."
+    spec = fp.slope_chart(df, title="t", model="m").to_dict()
+    rings = [n for n in _nodes(spec) if {"filter": "datum.slope < datum.lo || datum.slope > datum.hi"}
+             in n.get("transform", [])]
+    assert len(rings) == 1
+    rows = {r["row"] for rows in spec["datasets"].values() for r in rows}
+    assert rows == {"trained", "random init, 2 seeds"}  # the twins share one row

@@ -313,7 +313,7 @@ def test_controls_curves_and_funnel_tables():
     frame = fs.block_erank_frame(runs)
     assert len(frame) == 12 and frame.lo.notna().all()
     table = fp.block_erank_table(runs)
-    assert table.iloc[0]["product 2..l, trained"] == "–"
+    assert table.iloc[0]["product 2..t, trained"] == "–"
     assert table.iloc[1]["erank J̄ₜ, trained"] == runs["trained"].interval("erank", 1).fmt(".1f")
     mini = fs.bootstrap_twins(sets, update=False, n_boot=5, resample=("funnel_no_b1",))
     mctrl = funnel.control_funnels(sets["trained"].mean[:, None], first=1)

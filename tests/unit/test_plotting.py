@@ -180,3 +180,41 @@ def test_tick_and_legend_text_is_at_least_11_px():
     for part in ("axis", "legend"):
         assert config[part]["labelFontSize"] >= 11 and config[part]["titleFontSize"] >= 12, part
     assert config["header"]["labelFontSize"] >= 11
+
+
+def _blend(hex_colour: str, opacity: float) -> str:
+    """``hex_colour`` drawn at ``opacity`` over a white page, as hex."""
+    rgb = [int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(opacity * c + (1 - opacity) * 255):02x}" for c in rgb)
+
+
+@pytest.mark.parametrize("cvd", [None, *_CVD])
+def test_trained_line_stands_apart_from_the_twin_band(cvd):
+    """The twins' band (:data:`RANDOM_COLOR` at :data:`TWIN_BAND_OPACITY` over white) against the trained blue: the
+    fill a reader compares the trained line with is paler than the colour itself, and must still differ by ΔE ≥ 30
+    under normal vision and each simulated dichromacy; its outline and median line are the full colour."""
+    fill = _blend(plotting.RANDOM_COLOR, plotting.TWIN_BAND_OPACITY)
+    for colour in (fill, plotting.RANDOM_COLOR):
+        d = np.linalg.norm(_lab(plotting.TRAINED_COLOR, cvd) - _lab(colour, cvd))
+        assert d >= 30, f"{cvd or 'normal vision'}: trained vs twin band {colour}: ΔE = {d:.1f}"
+
+
+def test_twin_band_collapses_the_seeds_into_one_labelled_band():
+    df = pd.DataFrame({
+        "series": ["trained", "trained", "random init, seed 0", "random init, seed 0", "random init, seed 1",
+                   "random init, seed 1", "random init, seed 2", "random init, seed 2"],
+        "layer": [1, 2] * 4, "v": [5.0, 6.0, 1.0, 2.0, 3.0, 7.0, 2.0, 4.0], "panel": "A"})
+    out = plotting.twin_band(df, keys=["panel", "layer"], values=["v"])
+    assert list(out.series) == ["trained", "trained", "random init, 3 seeds", "random init, 3 seeds"]
+    band = out[out.band].set_index("layer")
+    assert band.v_min.tolist() == [1.0, 2.0] and band.v_max.tolist() == [3.0, 7.0] and band.v.tolist() == [2.0, 4.0]
+    assert band.n_seeds.tolist() == [3, 3] and out[~out.band].v_min.isna().all()
+    assert plotting.model_palette(out.series)[1] == [plotting.TRAINED_COLOR, plotting.RANDOM_COLOR]
+    with pytest.raises(ValueError, match="not in the frame"):
+        plotting.twin_band(df, keys=["nope"], values=["v"])
+
+
+def test_a_frame_without_twins_is_kept_as_it_is():
+    df = pd.DataFrame({"series": ["trained", "toy"], "layer": [1, 1], "v": [1.0, 2.0]})
+    out = plotting.twin_band(df, keys=["layer"], values=["v"])
+    assert list(out.series) == ["trained", "toy"] and not out.band.any()
