@@ -45,10 +45,11 @@ if TYPE_CHECKING:
 
 __all__ = ["ANGLE_DRAWS", "ANGLE_TARGETS", "CONTEXT_PATHS", "GAMMA_VIEWS", "RATE_EFFECTS", "RATE_PREDICTED",
            "RATE_PROPERTIES", "RATE_STRONG", "SHARE_MOST", "SHARE_PROTOCOLS", "STEERING_QUANTITIES", "JView",
-           "ModelViews", "TwinViews", "analyse", "analyse_twins", "angle_summary", "angle_verdict",
+           "ContextPass", "ModelViews", "TwinViews", "analyse", "analyse_twins", "angle_summary", "angle_verdict",
            "autodiff_check", "combined_verdict", "context_decomposition", "context_jacobians",
            "context_table", "context_twins", "context_verdict", "design_label", "float64", "gamma_summary",
-           "gamma_verdict", "perturbation_errors", "perturbation_twins", "rate_power",
+           "gamma_verdict", "perturbation_errors", "perturbation_slopes", "perturbation_summary",
+           "perturbation_sweep", "perturbation_twins", "rate_power",
            "rate_tests", "rate_verdict", "share_both", "share_table", "share_verdict", "share_weights",
            "steering_saturating", "steering_twins", "steering_views",
            "steering_views_at", "twin_label"]
@@ -77,8 +78,10 @@ class ModelViews:
             ``gamma_hi``, ``chance`` (baseline_subspace(d, k)), ``rho``, ``rho_lo``, ``rho_hi``, the nulls'
             95% quantiles ``gamma_null_hi``, ``rho_null_hi`` (random k-dim subspaces), p-values ``p_gamma``,
             ``p_rho`` and their Benjamini–Hochberg ``q_*`` across layers.
-        J_first: ``(L, n, d, d)`` single-token Jacobians of the first ``n`` prompts (result 5).
+        J_first: ``(L, n, d, d)`` single-token Jacobians of the first ``n`` prompts (result 5), kept in the
+            model's dtype (float32: they are computed in it, so nothing is lost; half the memory of float64).
         Jbar, F: ``(L, d, d)``. eb_F: :class:`lib.methods.alignment.EigenBases` of F; jv: :class:`JView` of J̄.
+        eig_J: per layer, :func:`lib.methods.bridge.sorted_eig` of ``J̄_t`` (reused by :func:`context_table`).
     """
 
     label: str
@@ -98,6 +101,7 @@ class ModelViews:
     J_first: np.ndarray
     states: list = field(repr=False, default_factory=list)
     specials: list = field(repr=False, default_factory=list)
+    eig_J: list = field(repr=False, default_factory=list)
 
     def tag(self, df: pd.DataFrame) -> pd.DataFrame:
         """``df`` with ``model`` (the family key), ``series`` and ``random`` columns added."""
@@ -208,13 +212,14 @@ def analyse(model: Any, texts: Sequence[str], *, key: str, series: str, k: int =
         n_boot: bootstrap resamples over prompts. m_null: random subspaces per γ/ρ null (result 4); the angle
             nulls of result 2 use :data:`ANGLE_DRAWS`.
     """
-    X, states = jac.residual_inputs(model, texts)
+    X, states = jac.residual_inputs(model, texts, batched=True)  # one padded pass per 64 prompts
     L, d = model.n_layers, model.d_model
     F = spectra.as_float64(model.layer_matrices())
     lay = br.layout(model)
     ref = br.reference(lay, d)
     Jbar = np.zeros((L, d, d))
-    J_first = np.zeros((L, min(n_first, len(texts)), d, d))
+    dtype = torch.empty(0, dtype=next(model.hf_model.parameters()).dtype).numpy().dtype  # exact: J is computed in it
+    J_first = np.zeros((L, min(n_first, len(texts)), d, d), dtype=dtype)
     v1, k1 = np.zeros((L, d, 2)), np.zeros(L, dtype=int)
     targets: dict[str, list[np.ndarray]] = {t: [] for t in ANGLE_TARGETS}
     rate_rows = []
@@ -222,7 +227,7 @@ def analyse(model: Any, texts: Sequence[str], *, key: str, series: str, k: int =
     shares, sigma_F = [], []
     for t in range(L):
         dec = br.decompose(model, t, X[t])
-        shares.append(br.resampled_shares(dec.update, {"attn": dec.J_F, "avoid": dec.update - dec.J_F}, W_share))
+        shares.append(br.resampled_shares(dec.update, {"attn": dec.J_F, "avoid": {"update": 1, "attn": -1}}, W_share))
         Jbar[t], JF = dec.J.mean(0), dec.J_F.mean(0)
         sigma_F.append(np.linalg.norm(JF, 2))
         J_first[t] = dec.J[: J_first.shape[1]]
@@ -258,7 +263,7 @@ def analyse(model: Any, texts: Sequence[str], *, key: str, series: str, k: int =
     return ModelViews(
         label=model.label, key=key, series=series, layout=lay, d=d, n_prompts=len(texts),
         share=share_table(shares).assign(sigma_size=sigma_size), angles=_angle_table(eb_F, jv, ANGLE_DRAWS), rates=rates, gamma=gamma,
-        Jbar=Jbar, F=F, eb_F=eb_F, jv=jv, J_first=J_first, states=states, specials=specials,
+        Jbar=Jbar, F=F, eb_F=eb_F, jv=jv, J_first=J_first, states=states, specials=specials, eig_J=list(eigs),
     )
 
 
@@ -278,20 +283,36 @@ CONTEXT_PATHS: tuple[str, ...] = ("attn", "value", "softmax", "avoid")
 """The in-context paths whose projection shares add up to 1 (:func:`context_decomposition`)."""
 
 
+@dataclass(frozen=True)
+class ContextPass:
+    """What section 6.5 keeps of the in-context Jacobians of one model (:func:`context_decomposition`): the
+    per-prompt Jacobians are reduced layer by layer and never held for every layer at once.
+
+    Attributes:
+        mean: ``(L, d, d)`` the in-context mean Jacobians ``J̄_ctx`` (float64).
+        rel: ``(L, n)`` per layer and prompt, ‖J_ctx − J_single‖_F / ‖J_ctx − R‖_F (section 6.5's difference).
+    """
+
+    mean: np.ndarray
+    rel: np.ndarray
+
+
 def context_decomposition(model: Any, views: ModelViews, texts: Sequence[str], n: int | None = None, *,
-                          n_boot: int = 200, seed: int = 0) -> tuple[np.ndarray, pd.DataFrame]:
+                          n_boot: int = 200, seed: int = 0) -> tuple[ContextPass, pd.DataFrame]:
     """The in-context Jacobians of :func:`context_jacobians` and result 1 in context, in one pass.
 
     Per layer, :func:`lib.methods.bridge.decompose_in_context` at the last token of the first ``n`` prompts. In a
     sentence the attention core's Jacobian ``A`` takes the place of ``F``; its value path
     ``Σ_h a_{T,h} O_h V_h`` is the part that runs through the token's own value (``F`` with each head
-    weighted by the token's attention to itself), the rest the softmax's query and key paths.
+    weighted by the token's attention to itself), the rest the softmax's query and key paths. Each layer's
+    ``n`` Jacobians are reduced at once (their mean, their difference from the single-token ones, the Gram
+    matrices of the shares), so memory holds one layer's, not ``L × n``.
 
     Returns:
-        ``(J_ctx, share)``: ``J_ctx`` ``(L, n, d, d)`` as :func:`context_jacobians` (bit for bit), and the
-        :func:`share_table` of the paths :data:`CONTEXT_PATHS`: ``attn`` (through ``A``), ``value``,
-        ``softmax`` (``attn = value + softmax``) and ``avoid`` (the path that avoids attention), whose
-        shares add up to 1, with their sizes ``size_*``.
+        ``(ctx, share)``: ``ctx`` a :class:`ContextPass` (the means of :func:`context_jacobians`' Jacobians, bit
+        for bit, and the per-prompt relative differences), and the :func:`share_table` of the paths
+        :data:`CONTEXT_PATHS`: ``attn`` (through ``A``), ``value``, ``softmax`` (``attn = value + softmax``) and
+        ``avoid`` (the path that avoids attention), whose shares add up to 1, with their sizes ``size_*``.
     """
     kept = views.J_first.shape[1]
     n = kept if n is None else n
@@ -300,30 +321,35 @@ def context_decomposition(model: Any, views: ModelViews, texts: Sequence[str], n
     states = views.states[:n]
     positions = [jac.last_token_index(model, s) for s in texts[:n]]
     L, d = model.n_layers, model.d_model
-    J_ctx = np.zeros((L, n, d, d))
+    ref = br.reference(views.layout, d)
+    mean, rel = np.zeros((L, d, d)), np.zeros((L, n))
     W = share_weights(n, n_boot, seed)
+    # softmax = attn − value and avoid = update − attn: combinations, not formed (bridge.resampled_shares)
+    paths = {"attn": None, "value": None, "softmax": {"attn": 1, "value": -1}, "avoid": {"update": 1, "attn": -1}}
     boots = []
     for t in range(L):
         dec = br.decompose_in_context(model, t, [H[t] for H in states], positions)
-        J_ctx[t] = dec.J
-        up = dec.update
-        paths = dict(zip(CONTEXT_PATHS, (dec.J_F, dec.J_value, dec.J_F - dec.J_value, up - dec.J_F)))
-        boots.append(br.resampled_shares(up, paths, W))
-    return J_ctx, share_table(boots)
+        mean[t] = dec.J.mean(0)
+        rel[t] = (np.linalg.norm(dec.J - views.J_first[t, :n], axis=(1, 2))
+                  / np.linalg.norm(dec.J - ref, axis=(1, 2)))
+        boots.append(br.resampled_shares(dec.update, {**paths, "attn": dec.J_F, "value": dec.J_value}, W))
+        del dec
+    return ContextPass(mean, rel), share_table(boots)
 
 
-def context_table(views: ModelViews, J_ctx: np.ndarray, k: int = 8) -> pd.DataFrame:
+def context_table(views: ModelViews, ctx: ContextPass, k: int = 8) -> pd.DataFrame:
     """Per layer: ``rel_diff`` (median over prompts of ‖J_ctx − J_single‖_F / ‖update of J_ctx‖_F, with its
     min and max, and ``rel_first``, its value for the first prompt), spectral radii, complex fractions and
-    the result-2 angle (top-k eigenvectors) of both means."""
-    L, n, d, _ = J_ctx.shape
-    ref = br.reference(views.layout, d)
-    J_single = views.J_first[:, :n]
+    the result-2 angle (top-k eigenvectors) of both means (the single-token one's eigendecomposition is
+    ``views.eig_J`` when ``ctx`` ran on every prompt)."""
+    L, n = ctx.rel.shape
+    single = views.J_first[:, :n].mean(1, dtype=np.float64)  # (L, d, d)
+    every = n == views.n_prompts and len(views.eig_J) == L
     rows = []
     for t in range(L):
-        Js, Jc = J_single[t], J_ctx[t]
-        rel = np.linalg.norm(Jc - Js, axis=(1, 2)) / np.linalg.norm(Jc - ref, axis=(1, 2))
-        (ls, Vs), (lc, Vc) = br.sorted_eig(Js.mean(0)), br.sorted_eig(Jc.mean(0))  # one eig per mean
+        rel = ctx.rel[t]
+        ls, Vs = views.eig_J[t] if every else br.sorted_eig(single[t])
+        lc, Vc = br.sorted_eig(ctx.mean[t])
         kF = int(views.eb_F.k1[t])
         vF = views.eb_F.v1[t][:, :kF]
         theta = {name: float(np.degrees(br.principal_angles(vF, br.eigen_subspace(None, k, eig=e))[0]))
@@ -334,8 +360,8 @@ def context_table(views: ModelViews, J_ctx: np.ndarray, k: int = 8) -> pd.DataFr
                      "fC_single": nn.complex_fraction(ls), "fC_ctx": nn.complex_fraction(lc),
                      "theta_single": theta["single"], "theta_ctx": theta["ctx"]})
     out = pd.DataFrame(rows)
-    out.attrs["erank_single"] = _funnel_erank(J_single.mean(1))
-    out.attrs["erank_ctx"] = _funnel_erank(J_ctx.mean(1))
+    out.attrs["erank_single"] = _funnel_erank(single)
+    out.attrs["erank_ctx"] = _funnel_erank(ctx.mean)
     return out
 
 
@@ -398,6 +424,78 @@ def perturbation_errors(model: Any, t: int, H: Any, T: int, eps: Sequence[float]
                 err = (torch.linalg.norm(change - pred, dim=1) / torch.linalg.norm(change - delta @ R.T, dim=1)).numpy()
                 rows.append({"eps": float(e), "jacobian": name, "error": float(np.median(err)),
                              "error_lo": float(err.min()), "error_hi": float(err.max())})
+    return pd.DataFrame(rows)
+
+
+def perturbation_sweep(model: Any, states: Sequence[Any], positions: Sequence[int], eps: Sequence[float], *,
+                       layers: Sequence[int] | None = None, n_dirs: int = 8, seed: int = 0) -> pd.DataFrame:
+    """:func:`perturbation_errors` of every block in ``layers`` (default: all) at position ``positions[p]`` of
+    every sequence ``states[p]`` ``(L+1, n_p, d)``, vectorised: per layer, the in-context and the single-token
+    Jacobians of all sequences at once (closed form), and per (layer, sequence) one batched pass of the block
+    over every ε and direction, with the MLP run at position ``T`` only (the rows read). The same directions
+    (``seed``) as :func:`perturbation_errors` for every (layer, sequence), whose rows it reproduces (tested).
+
+    Returns:
+        Long format: ``layer`` (1-based), ``prompt`` (0-based), ``eps``, ``jacobian``, ``error``, ``error_lo``,
+        ``error_hi`` (median, min and max over the directions).
+    """
+    L = model.n_layers
+    layers = list(range(L)) if layers is None else list(layers)
+    if len(states) != len(positions) or not states:
+        raise ValueError(f"need one position per sequence, got {len(states)} sequences and {len(positions)} positions")
+    eps_t = torch.as_tensor([float(e) for e in eps], dtype=torch.float64)
+    rows = []
+    with float64(model), torch.no_grad():
+        d = model.d_model
+        V = torch.as_tensor(als.random_directions(d, n_dirs, seed))  # (D, d)
+        R = torch.as_tensor(br.reference(model, d))
+        for t in layers:
+            Hs = [torch.as_tensor(H[t]).to(torch.float64) for H in states]
+            X = torch.stack([H[T] for H, T in zip(Hs, positions)])  # (P, d)
+            Js = {"in-context": jac.in_context.in_context_jacobians_closed(model, t, Hs, list(positions)).double(),
+                  "single-token": jac.layer_jacobians(model, t, X, method="closed").double()}
+            layer = model.layer(t)
+            for p, (H, T) in enumerate(zip(Hs, positions)):
+                n = H.shape[0]
+                x = H[T]
+                delta = (eps_t[:, None, None] * float(x.norm()) * V).reshape(-1, d)  # (E·D, d), ε-major
+                batch = H.expand(len(delta), n, d).clone()
+                batch[:, T] += delta
+                with jac._mlp_at_row(model, t, T):  # rows other than T are not computed right, and not read
+                    base = layer(H[None])[0, T]
+                    change = layer(batch)[:, T] - base
+                size = torch.linalg.norm(change - delta @ R.T, dim=1)
+                errs = {name: (torch.linalg.norm(change - delta @ J[p].T, dim=1) / size).reshape(len(eps_t), n_dirs)
+                        .numpy() for name, J in Js.items()}
+                for i, e in enumerate(eps):  # the row order of perturbation_errors
+                    for name, err in errs.items():
+                        rows.append({"layer": t + 1, "prompt": p, "eps": float(e), "jacobian": name,
+                                     "error": float(np.median(err[i])), "error_lo": float(err[i].min()),
+                                     "error_hi": float(err[i].max())})
+    return pd.DataFrame(rows)
+
+
+def perturbation_summary(pert: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, ε, Jacobian) over every layer and prompt of :func:`perturbation_twins`: ``error`` the median
+    of the per-(layer, prompt) medians, ``error_lo`` / ``error_hi`` the smallest and largest error of any
+    direction, ``cases`` the (layer, prompt) pairs: the frame :func:`lib.page.two_views.perturbation_chart`
+    draws."""
+    return (pert.groupby(["model", "eps", "jacobian"], as_index=False)
+            .agg(error=("error", "median"), error_lo=("error_lo", "min"), error_hi=("error_hi", "max"),
+                 cases=("error", "size")))
+
+
+def perturbation_slopes(pert: pd.DataFrame, lo: float = 1e-3, hi: float = 1e-1) -> pd.DataFrame:
+    """Per (model, layer, prompt) of :func:`perturbation_twins`: ``slope``, the log–log slope of the in-context
+    error over ``lo ≤ ε ≤ hi`` (1: the error falls like ε), and ``single``, the single-token error at ε = ``lo``."""
+    s = pert[(pert.eps >= lo) & (pert.eps <= hi)]
+    rows = []
+    for (key, t, p), g in s.groupby(["model", "layer", "prompt"]):
+        c = g[g.jacobian == "in-context"]
+        single = g[(g.jacobian == "single-token") & (g.eps == lo)].error
+        rows.append({"model": key, "layer": t, "prompt": p,
+                     "slope": float(np.polyfit(np.log(c.eps), np.log(c.error), 1)[0]),
+                     "single": float(single.iloc[0])})
     return pd.DataFrame(rows)
 
 
@@ -548,21 +646,28 @@ def analyse_twins(twins: Mapping[str, Twins], texts: Mapping[str, Sequence[str]]
     return TwinViews(dict(twins), {key: list(texts[key]) for key in twins}, views, k)
 
 
-def autodiff_check(views: TwinViews, layer: int = 2, n_prompts: int = 2) -> pd.DataFrame:
+def autodiff_check(views: TwinViews, n_prompts: int = 8, layers: Sequence[int] | None = None) -> pd.DataFrame:
     """The closed form of section 6.1 against autodiff of the real block, for each trained model.
 
-    Block ``layer`` (0-based) at the last token of the first ``n_prompts`` prompts; one row per model with
-    the relative Frobenius difference ‖J − J_autodiff‖/‖J_autodiff‖ over the stacked prompts.
+    Every block (or ``layers``, 0-based) at the last token of the first ``n_prompts`` prompts (the states of
+    section 6.0's pass), one model per core. One row per model: ``layout``, ``layers``, ``prompts`` and the
+    largest over the layers of the relative Frobenius difference ‖J − J_autodiff‖/‖J_autodiff‖ over the
+    stacked prompts.
     """
-    rows = []
-    for key in views.twins:
-        m = views.model(key)
-        X, _ = jac.residual_inputs(m, views.texts[key][:n_prompts])
-        dec = br.decompose(m, layer, X[layer])
-        J_ad = jac.layer_jacobians(m, layer, X[layer], method="autodiff").numpy()
-        rows.append({"model": m.label, "layout": dec.layout, "layer": layer + 1,
-                     "relative difference from autodiff": np.linalg.norm(dec.J - J_ad) / np.linalg.norm(J_ad)})
-    return pd.DataFrame(rows)
+    def one(key: str) -> dict[str, Any]:
+        m, v = views.model(key), views[key, "trained"]
+        texts = views.texts[key][:n_prompts]
+        ts = range(m.n_layers) if layers is None else layers
+        worst = 0.0
+        for t in ts:
+            X = torch.stack([h[t, jac.last_token_index(m, s)] for h, s in zip(v.states, texts)])
+            J = br.decompose(m, t, X).J
+            J_ad = jac.layer_jacobians(m, t, X, method="autodiff").numpy()
+            worst = max(worst, float(np.linalg.norm(J - J_ad) / np.linalg.norm(J_ad)))
+        return {"model": m.label, "layout": br.layout(m), "layers": len(ts), "prompts": len(texts),
+                "largest relative difference from autodiff": worst}
+
+    return pd.DataFrame(map_matrices(one, list(views.twins)))
 
 
 # -- each section's frames and verdict rules (what the prose says of them: lib.page.two_views) -------------------
@@ -748,9 +853,9 @@ def context_twins(views: TwinViews, n: int | None = None) -> tuple[pd.DataFrame,
     """
     def one(item: tuple[tuple[str, str], ModelViews]) -> tuple[pd.DataFrame, dict[str, Any], pd.DataFrame]:
         (key, series), v = item
-        J_ctx, share = context_decomposition(views.model(key, series), v, views.texts[key], n=n)
-        ct = context_table(v, J_ctx, k=views.k)
-        return v.tag(ct), {"model": key, "series": series, "prompts": J_ctx.shape[1],
+        cp, share = context_decomposition(views.model(key, series), v, views.texts[key], n=n)
+        ct = context_table(v, cp, k=views.k)
+        return v.tag(ct), {"model": key, "series": series, "prompts": cp.rel.shape[1],
                            "funnel erank, single-token": ct.attrs["erank_single"],
                            "funnel erank, in-context": ct.attrs["erank_ctx"]}, v.tag(share)
 
@@ -759,15 +864,18 @@ def context_twins(views: TwinViews, n: int | None = None) -> tuple[pd.DataFrame,
             pd.concat([sh for _, _, sh in parts], ignore_index=True))
 
 
-def perturbation_twins(views: TwinViews, eps: Sequence[float], layer: int = 2, n_dirs: int = 8) -> pd.DataFrame:
-    """:func:`perturbation_errors` of block ``layer`` (0-based) of each trained model at its first prompt's
-    last token, ``n_dirs`` random directions per ε, tagged with ``model``."""
-    parts = []
-    for key in views.twins:
+def perturbation_twins(views: TwinViews, eps: Sequence[float], n_prompts: int = 8, n_dirs: int = 8,
+                       layers: Sequence[int] | None = None) -> pd.DataFrame:
+    """:func:`perturbation_sweep` of every block (or ``layers``, 0-based) of each trained model at the last token
+    of its first ``n_prompts`` prompts, ``n_dirs`` random directions per ε, tagged with ``model``; one model
+    per core."""
+    def one(key: str) -> pd.DataFrame:
         m, v = views.model(key), views[key, "trained"]
-        T = jac.last_token_index(m, views.texts[key][0])
-        parts.append(perturbation_errors(m, layer, v.states[0][layer], T, eps, n_dirs=n_dirs).assign(model=key))
-    return pd.concat(parts, ignore_index=True)
+        texts = views.texts[key][:n_prompts]
+        return perturbation_sweep(m, v.states[: len(texts)], [jac.last_token_index(m, s) for s in texts], eps,
+                                  layers=layers, n_dirs=n_dirs).assign(model=key)
+
+    return pd.concat(map_matrices(one, list(views.twins)), ignore_index=True)
 
 
 def context_verdict(rel_diff: pd.Series) -> str:

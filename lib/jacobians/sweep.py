@@ -394,16 +394,22 @@ def last_token_index(model: SpectralModel, text: str) -> int:
     return int(idx[-1])
 
 
-def residual_inputs(model: SpectralModel, texts: Sequence[str], *,
-                    progress: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+def residual_inputs(model: SpectralModel, texts: Sequence[str], *, progress: bool = False,
+                    batched: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Run the model once per text and collect the residual stream.
+
+    ``batched=True`` runs the texts together, padded, with an attention mask
+    (:meth:`lib.models.SpectralModel.hidden_states_padded`: equal to the one-text passes to rounding, not bitwise).
 
     Returns:
         ``(X, states)``: ``X`` is float64 ``(L + 1, P, d)``, the last token's residual entering
         every block (entry ``L`` is the output of the last block); ``states`` is the list of
         per-text ``(L + 1, n, d)`` streams (for the all-token statistics of the topology section).
     """
-    states = model.hidden_states(list(texts), progress=progress)
+    if batched:
+        states = model.hidden_states_padded([model.encode(s)["input_ids"] for s in texts])
+    else:
+        states = model.hidden_states(list(texts), progress=progress)
     last = [last_token_index(model, s) for s in texts]
     X = torch.stack([h[:, T] for h, T in zip(states, last)], dim=1)
     return X, states

@@ -225,24 +225,54 @@ def resampled_inner(A: np.ndarray, B: np.ndarray, W: np.ndarray) -> np.ndarray:
     return np.einsum("bp,pq,bq->b", W, a @ b.T, W)
 
 
-def resampled_shares(update: np.ndarray, paths: dict[str, np.ndarray], W: np.ndarray) -> dict[str, np.ndarray]:
+def resampled_shares(update: np.ndarray, paths: dict[str, Any], W: np.ndarray) -> dict[str, np.ndarray]:
     """The projection shares ``⟨Σ w P, Σ w U⟩ / ‖Σ w U‖²`` and the sizes ``‖Σ w P‖ / ‖Σ w U‖`` of paths.
 
     A share that adds up: when the update is the sum of its paths, ``U = Σ_i P_i``, the shares
     ``⟨P_i, U⟩/‖U‖²`` sum to 1 (two orthogonal halves score ½ each, where the size ratio gives 0.71 each). A
     share above 1 (and one below 0) means that two paths partly cancel; the sizes say by how much.
 
+    A path that is a linear combination of others (``avoid = U − attn``) is given by its coefficients, not
+    formed: every inner product is then a combination of the ``P × P`` Gram matrices of the arrays given
+    (:func:`resampled_inner`), one per pair, each computed once (tested against the formed paths).
+
     Args:
-        update: ``(P, d, d)`` per-prompt updates ``U_p``. paths: name → ``(P, d, d)`` per-prompt paths.
+        update: ``(P, d, d)`` per-prompt updates ``U_p``. paths: name → ``(P, d, d)`` per-prompt paths, or
+            name → ``{"update" or an earlier array path: coefficient}`` (a combination of them).
         W: ``(B, P)`` weights (row ``b`` gives the mean ``Σ_p W[b, p] X_p``; ``1/P`` everywhere: the mean).
     Returns:
-        ``{name: (B,) shares}`` and ``{"size_" + name: (B,) sizes}`` for every path.
+        ``{name: (B,) shares}`` and ``{"size_" + name: (B,) sizes}`` for every path, in the order of ``paths``.
     """
-    uu = resampled_inner(update, update, W)
+    arrays = {"update": np.asarray(update, dtype=np.float64).reshape(len(update), -1)}
+    combos: dict[str, dict[str, float]] = {}
+    for name, p in paths.items():
+        if isinstance(p, dict):
+            unknown = set(p) - set(arrays)
+            if unknown:
+                raise ValueError(f"path {name!r} combines {sorted(unknown)}: not 'update' or an earlier array path")
+            combos[name] = {k: float(c) for k, c in p.items()}
+        else:
+            arrays[name] = np.asarray(p, dtype=np.float64).reshape(len(p), -1)
+            combos[name] = {name: 1.0}
+    grams: dict[tuple[str, str], np.ndarray] = {}
+
+    def gram(a: str, b: str) -> np.ndarray:  # (P, P) ⟨A_p, B_q⟩, each pair once (the transpose for the other order)
+        if (a, b) not in grams:
+            if (b, a) in grams:
+                return grams[b, a].T
+            grams[a, b] = arrays[a] @ arrays[b].T
+        return grams[a, b]
+
+    def inner(ca: dict[str, float], cb: dict[str, float]) -> np.ndarray:  # (B,) for two combinations
+        G = sum(x * y * gram(a, b) for a, x in ca.items() for b, y in cb.items())
+        return np.einsum("bp,pq,bq->b", W, G, W)
+
+    u = {"update": 1.0}
+    uu = inner(u, u)
     out: dict[str, np.ndarray] = {}
-    for name, Pth in paths.items():
-        out[name] = resampled_inner(Pth, update, W) / uu
-        out[f"size_{name}"] = np.sqrt(np.maximum(resampled_inner(Pth, Pth, W), 0.0) / uu)
+    for name, c in combos.items():
+        out[name] = inner(c, u) / uu
+        out[f"size_{name}"] = np.sqrt(np.maximum(inner(c, c), 0.0) / uu)
     return out
 
 

@@ -314,6 +314,45 @@ class SpectralModel:
         # each block's output comes back on the device that holds the block (several, when sharded)
         return torch.stack([h.to(device="cpu", dtype=torch.float64) for h in (res.hidden_states[0], *outputs)])
 
+    @torch.no_grad()
+    def hidden_states_padded(self, ids: Sequence[torch.Tensor], *, batch: int = 64) -> list[torch.Tensor]:
+        """Residual streams of sequences of different lengths, ``batch`` at a time: one float64 ``(L+1, n_i, d)``
+        per sequence of token ids ``ids[i]`` ``(n_i,)``, the entries of :meth:`hidden_states_ids`.
+
+        The sequences are padded on the right to the longest of each batch and an attention mask hides the
+        padding, so a real position attends to its own sequence only and keeps its position ids (right padding
+        moves no real token). Equal to the one-sequence passes to rounding (the products block differently;
+        tested in float64), several times faster on a CPU than one pass per sequence.
+        """
+        if not ids or any(x.dim() != 1 or x.numel() == 0 for x in ids):
+            raise InputError("ids must be a non-empty list of non-empty 1-D token-id tensors")
+        device = next(self.hf_model.parameters()).device
+        out: list[torch.Tensor] = []
+        for s in range(0, len(ids), batch):
+            part = ids[s : s + batch]
+            n = max(len(x) for x in part)
+            input_ids = torch.zeros(len(part), n, dtype=torch.long)
+            mask = torch.zeros(len(part), n, dtype=torch.long)
+            for b, x in enumerate(part):
+                input_ids[b, : len(x)], mask[b, : len(x)] = x, 1
+            outputs: list[torch.Tensor] = []
+
+            def hook(_mod: nn.Module, _args: Any, o: Any) -> None:
+                outputs.append((o[0] if isinstance(o, (tuple, list)) else o).detach())
+
+            handles = [m.register_forward_hook(hook) for m in {id(b): b for b in self.blocks}.values()]
+            try:
+                res = self.base(input_ids=input_ids.to(device), attention_mask=mask.to(device),
+                                output_hidden_states=True, use_cache=False)
+            finally:
+                for h in handles:
+                    h.remove()
+            if len(outputs) != self.n_layers:
+                raise RuntimeError(f"expected {self.n_layers} block outputs, hooks saw {len(outputs)}")
+            H = torch.stack([res.hidden_states[0], *outputs]).to(device="cpu", dtype=torch.float64)
+            out.extend(H[:, b, : len(x)].clone() for b, x in enumerate(part))
+        return out
+
     def hidden_states(self, texts: str | Sequence[str], *, progress: bool | None = None) -> list[torch.Tensor]:
         """The residual stream of each text from a real forward pass.
 

@@ -587,7 +587,9 @@ def gamma_findings(gam: pd.DataFrame, d: Mapping[str, int], models: str,
     Glued: ``ch_ml_<k>`` / ``ch_dec_<k>`` (chance levels for k = 1, 2 at the width ``d[key]``), per key and
     view (F, J): ``g4_<key>_<F|J>_ratio`` (γ/chance range), ``_g`` and ``_r`` ("a of n" layers above the null,
     trained), ``_g_rd`` and ``_r_rd`` (twins); ``g4_<key>_Jwins`` (layers where J̄'s direction gives the larger
-    ratio); ``g4_sigF`` / ``g4_sigJ`` (trained layers with γ_t or ρ_t above the null) and their ``_rd``. The
+    ratio); ``g4_sigF`` / ``g4_sigJ`` (trained layers with γ_t or ρ_t above the null) and their ``_rd``;
+    ``g4_by_model`` (per key, the J̄ view "ahead", "level" or "behind", with both counts), ``g4_edge`` (the lead
+    against the rule's threshold, and whether one layer decides it) and ``tv4_verdict``. The
     claim (:func:`lib.chapters.two_views.gamma_verdict`) needs the J̄ view ahead by at least two layers, and
     ahead of the twins.
     """
@@ -629,6 +631,18 @@ def gamma_findings(gam: pd.DataFrame, d: Mapping[str, int], models: str,
                 + f"; layers with γₜ or ρₜ above the random-subspace null (FDR 5%): F view {sig[F]} of "
                   f"{n_tr}, J̄ view {sig[J]} of {n_tr} trained; twins {sig_rd[F]} and {sig_rd[J]} of {n_rd}")
     verdict = gamma_verdict(sig[F], sig[J], sig_rd[J], n_tr, n_rd)
+    numbers["tv4_verdict"] = verdict
+    by_model = []
+    for key in d:
+        tr = gam[(gam.model == key) & ~gam.random]
+        f_, j_ = (int(tr[tr.view == v].eval(either).sum()) for v in (F, J))
+        where = "the decoder" if key == "decoder" else key
+        by_model.append(f"{'ahead' if j_ > f_ else 'behind' if j_ < f_ else 'level'} in {where} ({j_} against {f_} layers)")
+    numbers["g4_by_model"] = ", ".join(by_model)
+    lead = sig[J] - sig[F]
+    numbers["g4_edge"] = ("a lead of exactly the rule's two layers: one layer fewer would reverse the verdict"
+                          if lead == 2 else "a lead of one layer, one short of the rule's two" if lead == 1 else
+                          f"a lead of {lead} layers against the rule's threshold of two")
     return Findings(numbers, {"models": models, "measured": measured, "verdict": verdict})
 
 

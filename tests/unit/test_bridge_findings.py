@@ -66,9 +66,9 @@ def test_analyse_twins_equals_a_serial_analyse(decoder_views):
 
 
 def test_autodiff_check_and_context_twins(decoder_views):
-    checks = bv.autodiff_check(decoder_views, layer=1)
-    assert checks.columns.tolist() == ["model", "layout", "layer", "relative difference from autodiff"]
-    assert checks.layer.tolist() == [2] and checks.iloc[0, -1] < 1e-4
+    checks = bv.autodiff_check(decoder_views, n_prompts=2)
+    assert checks.columns.tolist() == ["model", "layout", "layers", "prompts", "largest relative difference from autodiff"]
+    assert checks.layers.tolist() == [6] and checks.prompts.tolist() == [2] and checks.iloc[0, -1] < 1e-4
     ctx, funnel, share_ctx = bv.context_twins(decoder_views, n=2)
     assert len(share_ctx) == 12 and set(share_ctx.series) == {"trained", "random init, seed 0"}
     np.testing.assert_allclose(share_ctx.value + share_ctx.softmax + share_ctx.avoid, 1.0, atol=1e-6)
