@@ -326,7 +326,7 @@ class SpectralModel:
         """
         if not ids or any(x.dim() != 1 or x.numel() == 0 for x in ids):
             raise InputError("ids must be a non-empty list of non-empty 1-D token-id tensors")
-        device = next(self.hf_model.parameters()).device
+        device = self.param().device
         out: list[torch.Tensor] = []
         for s in range(0, len(ids), batch):
             part = ids[s : s + batch]
@@ -349,7 +349,7 @@ class SpectralModel:
                     h.remove()
             if len(outputs) != self.n_layers:
                 raise RuntimeError(f"expected {self.n_layers} block outputs, hooks saw {len(outputs)}")
-            H = torch.stack([res.hidden_states[0], *outputs]).to(device="cpu", dtype=torch.float64)
+            H = torch.stack([h.to(device="cpu", dtype=torch.float64) for h in (res.hidden_states[0], *outputs)])
             out.extend(H[:, b, : len(x)].clone() for b, x in enumerate(part))
         return out
 

@@ -82,3 +82,13 @@ def test_bad_sharding_arguments_get_the_librarys_error(tiny_dir):
         lib.load_model(folder, device="meta", device_map="auto")
     with pytest.raises(lib.InputError, match="device_map must be"):
         lib.load_model(folder, device_map=["cpu"])
+
+
+def test_padded_batch_of_a_sharded_model(tiny_dir):
+    """The padded batched pass (chapter 6) gathers block outputs from every device the model is spread over."""
+    folder = str(tiny_dir("llama"))
+    ref = lib.load_model(folder, dtype=torch.float64)
+    m = lib.load_model(folder, dtype=torch.float64, device_map=_split_map(ref))
+    ids = [torch.arange(1, 8) % ref.config.vocab_size, torch.arange(3, 7) % ref.config.vocab_size]
+    for got, want in zip(m.hidden_states_padded(ids), ref.hidden_states_padded(ids)):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
