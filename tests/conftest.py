@@ -42,12 +42,12 @@ def tiny_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tokenized_tiny(tmp_path_factory):
-    """``{family: folder}``: a tiny BERT with MiniLM's WordPiece tokenizer and a tiny Llama with the book decoder's,
-    each with its vocabulary sized to its tokenizer (chapter 3 tokenizes prompts; tiny_dir's folders have no
-    tokenizer)."""
+    """``{family: folder}``: a tiny BERT with MiniLM's WordPiece tokenizer and a tiny Llama (with its LM head, for
+    chapter 5's text) with the book decoder's, each with its vocabulary sized to its tokenizer (chapter 3 tokenizes
+    prompts; tiny_dir's folders have no tokenizer)."""
     import torch
     from tiny_models import perturb_, tiny_configs
-    from transformers import AutoModel
+    from transformers import AutoModel, AutoModelForCausalLM
 
     import lib
 
@@ -57,7 +57,7 @@ def tokenized_tiny(tmp_path_factory):
         config = tiny_configs()[family]
         config.vocab_size = len(tokenizer)
         torch.manual_seed(0)
-        model = AutoModel.from_config(config)
+        model = (AutoModelForCausalLM if family == "llama" else AutoModel).from_config(config)  # Llama: with LM head
         perturb_(model, 0)
         folders[family] = tmp_path_factory.mktemp(f"tiny-tok-{family}")
         model.save_pretrained(folders[family])

@@ -43,6 +43,7 @@ __all__ = [
     "FunnelEvidence",
     "block_erank_frame",
     "bootstrap_twins",
+    "check_roles",
     "claim_verdicts",
     "combine_verdicts",
     "compare_with_twins",
@@ -328,15 +329,16 @@ def trend_frame(trends: dict[tuple[str, str], TrendTest]) -> pd.DataFrame:
 
 def smallest_moduli(jacobians: dict[str, object]) -> pd.DataFrame:
     """``min |λ|`` of every mean Jacobian: a column ``block`` (1-based), then one column per entry of
-    ``jacobians`` (a label → a :class:`lib.jacobians.sweep.JacobianSet` or an ``(L, d, d)`` stack)."""
+    ``jacobians`` (a label → a :class:`lib.jacobians.sweep.JacobianSet` or an ``(L, d, d)`` stack); models of
+    different depths leave NaN below their last block."""
     from lib.linalg.spectra import eigvals
 
     cols = {}
     for label, js in jacobians.items():
-        stack = getattr(js, "mean", js)
-        cols[label] = [float(np.abs(eigvals(J)).min()) for J in stack]
-    L = len(next(iter(cols.values())))
-    return pd.DataFrame({"block": range(1, L + 1), **cols})
+        stack = js if isinstance(js, np.ndarray) else js.mean  # an ndarray has a .mean method too
+        cols[label] = pd.Series([float(np.abs(eigvals(J)).min()) for J in stack], dtype=float)
+    L = max(len(c) for c in cols.values())
+    return pd.DataFrame({"block": range(1, L + 1), **{k: c.reindex(range(L)).to_numpy() for k, c in cols.items()}})
 
 
 def sub_block_frame(jacobians: dict[str, object], trained: str = "trained") -> pd.DataFrame:
@@ -694,3 +696,21 @@ def paper_model_work(models: Sequence[tuple[str, int, int, int, float]] = PAPER_
     return pd.DataFrame(rows)
 
 
+def check_roles(model: SpectralModel, contrast: SpectralModel) -> None:
+    """Refuse, with one message, models in the wrong roles of chapter 4's parameters: ``model`` carries the paper's
+    claims, which are about blocks whose skip connection passes the residual through (pre-norm, or a norm on the
+    sub-block's output: the update is ``J̄ − I``); ``contrast`` is the post-LayerNorm contrast, whose last norm
+    follows the skip (the metrics are of ``J̄`` itself).
+
+    Raises:
+        InputError: ``model`` is post-LayerNorm, or ``contrast`` is not.
+    """
+    from lib.errors import InputError
+
+    if model.adapter.norm_placement == "post":
+        raise InputError(f"Chapter 4 tests the paper's claims on a pre-norm model, and {model.label} is "
+                         "post-LayerNorm: give it as second_model (the post-LN contrast) and a pre-norm model "
+                         "(a decoder such as 'book-decoder') as model.")
+    if contrast.adapter.norm_placement != "post":
+        raise InputError(f"Chapter 4's second_model is the post-LayerNorm contrast, and {contrast.label} is "
+                         f"{contrast.adapter.norm_placement}-norm: give a post-LN encoder (such as 'minilm').")

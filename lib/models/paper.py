@@ -12,7 +12,8 @@
   offline (only a ``config.json`` is written, by :func:`albert_config_dir`; no weights are downloaded): the
   architecture-only control.
 * :func:`estimate_seconds` / :func:`time_warning`: a run time calibrated on this machine, and a warning before a
-  long CPU run; :func:`best_device` picks the device of the forward passes (every eig stays on the CPU).
+  long CPU run; :func:`jacobian_estimate` does the same for a chapter's Jacobian sweep (chapters 4 and 6), and
+  refuses one whose per-prompt Jacobians would not fit in memory; :func:`best_device` picks the device of the forward passes (every eig stays on the CPU).
 
 Chapter 3's analysis of a loaded checkpoint is :func:`lib.chapters.real_models.run_paper_model`.
 """
@@ -47,6 +48,8 @@ __all__ = [
     "albert_config_dir",
     "best_device",
     "estimate_seconds",
+    "forward_estimate",
+    "jacobian_estimate",
     "load_failure_message",
     "random_albert",
     "selected_models",
@@ -186,6 +189,46 @@ def estimate_seconds(
         steps, prompts = (shared_steps, shared_prompts) if s.shared else (s.n_layers, n_prompts)
         total += r["flop_s"] * 8 * s.d**2 * tokens * prompts * steps
     return total
+
+
+def forward_estimate(model: SpectralModel, n_passes: int, *, tokens: int = 16) -> str:
+    """One line: the estimated time of ``n_passes`` forward passes of ``model`` over prompts of about ``tokens``
+    tokens (``2 · params · tokens`` flops each, at the matmul rate :func:`estimate_seconds` calibrates on this
+    machine), with what would shorten it. Memory is checked by :func:`lib.load_model`, before the weights are
+    read."""
+    params = sum(p.numel() for p in model.hf_model.parameters())
+    secs = _calibrate()["flop_s"] * 2 * params * tokens * n_passes
+    line = (f"{model.label}: {params / 1e6:.3g}M parameters; {n_passes} forward passes, about {secs / 60:.1f} min "
+            "on this machine (a rough estimate)")
+    if secs > 600:
+        line += "; to shorten it: fewer prompts (a text file in `prompts`), or device = \"cuda\""
+    return line + "."
+
+
+def jacobian_estimate(model: SpectralModel, n_prompts: int, n_twins: int, *, n_boot: int = 0,
+                      parts: bool = False) -> str:
+    """One line: the estimated time of a single-token Jacobian sweep of ``model`` and ``n_twins`` random-init twins
+    on ``n_prompts`` prompts, with ``n_boot`` bootstrap resamples of the per-layer eigenvalue metrics; refused up
+    front (:class:`lib.errors.ModelTooLargeError`, via :func:`lib.memory.require`) when the kept per-prompt
+    Jacobians (float32, ``(1 + n_twins) · L · P · d²`` numbers) would not fit in this machine's memory.
+
+    The time scales the calibration of :func:`estimate_seconds`: about ``6 · d³`` flops per prompt and layer for the
+    closed-form block Jacobian (three times that with the attention and MLP ``parts``), and one float64 ``d × d``
+    eigendecomposition per layer, model and resample (the ``n_boot + 1`` mean Jacobians).
+    """
+    from lib.memory import require
+
+    d, L, n = model.d_model, model.n_layers, 1 + n_twins
+    require(n * L * n_prompts * d * d * 4, f"the per-prompt Jacobians of {model.label} and {n_twins} twins "
+            f"({L} layers × {n_prompts} prompts at d = {d})",
+            "Use fewer prompts (a text file in `prompts`) or fewer `twin_seeds`.")
+    r = _calibrate()
+    secs = n * L * (r["flop_s"] * 6 * d**3 * n_prompts * (3 if parts else 1) + r["eig_s"] * (d / 512) ** 3 * (n_boot + 1))
+    line = (f"{model.label}: d = {d}, {L} layers; Jacobians of it and {n_twins} twins on {n_prompts} prompts with "
+            f"{n_boot} resamples, about {secs / 60:.1f} min on this machine (a rough estimate)")
+    if secs > 600:
+        line += "; to shorten it: fewer prompts (a text file in `prompts`) or fewer `twin_seeds`"
+    return line + "."
 
 
 def time_warning(names: Sequence[str]) -> str:

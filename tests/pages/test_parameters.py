@@ -1,8 +1,8 @@
 """A model-driven chapter re-runs on any supported checkpoint through its parameters cell, with papermill.
 
-Chapters 0 and 3 open with a code cell tagged ``parameters`` (papermill's convention): ``papermill -p model
-<folder>`` re-computes every figure, number and Takeaway line of the chapter for that model and its random-init
-twins (chapter 3 also takes ``second_model`` and a ``prompts`` file).
+Chapters 0, 3, 4, 5 and 6 open with a code cell tagged ``parameters`` (papermill's convention): ``papermill -p
+model <folder>`` re-computes every figure, number and verdict of the chapter for that model and its random-init
+twins (chapters 3-6 also take ``second_model`` and a ``prompts`` file).
 Tested here with the real papermill on tiny random-initialised checkpoints of an encoder family (BERT) and a
 decoder family (Llama, grouped-query attention), and with a misspelt alias, which must stop at the loading cell
 with the library's one-line message.
@@ -19,7 +19,7 @@ from conftest import ROOT
 
 pytestmark = pytest.mark.slow
 
-PARAMETERISED = ["00_layer_spectra", "03_real_models"]
+PARAMETERISED = ["00_layer_spectra", "03_real_models", "04_jacobian_funnel", "05_steering_lab", "06_two_views"]
 """The chapters whose first code cell is a papermill ``parameters`` cell (the others follow, issue by issue)."""
 
 
@@ -59,7 +59,8 @@ def test_the_first_code_cell_is_papermills_parameters_cell(slug):
     first = cells[0]
     assert "parameters" in first.metadata.get("tags", []), f"{slug}: the first code cell is not tagged parameters"
     names = {line.split("=")[0].strip() for line in first.source.splitlines() if "=" in line}
-    assert {"model", "twin_seeds", "device", "dtype"} <= names, names
+    twins = set() if slug == "05_steering_lab" else {"twin_seeds"}  # chapter 5's control is a random direction
+    assert {"model", "device", "dtype"} | twins <= names, names
     assert len(first.source.splitlines()) <= 12
 
 
@@ -120,3 +121,71 @@ def test_chapter_3_runs_on_a_readers_checkpoints_and_prompts(tmp_path, monkeypat
     page = json.dumps(nb, ensure_ascii=False)
     assert f"every layer of trained {first.label}" in page  # the captions name the loaded model
     assert f"{first.label}: " in page and "min on this machine" in page  # the time estimate, printed first
+
+
+@pytest.fixture(scope="module")
+def story_prompts(tmp_path_factory):
+    """A text file of 6 stories of the decoder's grammar (few prompts keep the chapters' runs short)."""
+    from lib.models.decoder.language import prompts as decoder_prompts
+
+    path = tmp_path_factory.mktemp("prompts") / "stories.txt"
+    path.write_text("\n".join(decoder_prompts(6)) + "\n", encoding="utf-8")
+    return path
+
+
+def test_chapter_4_runs_on_a_readers_decoder_and_encoder(tmp_path, monkeypatch, tokenized_tiny, story_prompts):
+    """A tiny Llama as the pre-norm model, a tiny BERT as the post-LN contrast, two twins and six prompts: the
+    book-decoder-only parts (training curve, saved steps) are skipped with one line, every verdict is glued."""
+    import lib
+
+    llama, bert = (str(tokenized_tiny[f]) for f in ("llama", "bert"))
+    nb = _run(tmp_path, "04_jacobian_funnel", monkeypatch, model=llama, second_model=bert, twin_seeds=[5, 6],
+              prompts=str(story_prompts))
+    glued = _glued(nb)
+    assert glued["n_prompts"] == "6" and glued["decoder_d"] == str(lib.load_model(llama).d_model)
+    for claim in ("FG3", "FG4", "FG7"):
+        assert glued[f"claim_{claim}_verdict"], claim
+    assert "ts_b1_from" not in glued  # section 4.10 is the book decoder's alone
+    page = json.dumps(nb, ensure_ascii=False)
+    assert "Skipped: section 4.10 needs the book decoder" in page
+    assert "d = 32, 3 layers; Jacobians of it and 2 twins on 6 prompts" in page  # the estimate, printed first
+
+
+def test_chapter_4_refuses_an_encoder_as_its_pre_norm_model(tmp_path, monkeypatch, tokenized_tiny):
+    import papermill
+
+    with pytest.raises(papermill.PapermillExecutionError) as err:
+        _run(tmp_path, "04_jacobian_funnel", monkeypatch, model=str(tokenized_tiny["bert"]))
+    assert err.value.ename == "InputError" and "give it as second_model" in err.value.evalue
+
+
+def test_chapter_5_steers_a_readers_encoder_and_decoder(tmp_path, monkeypatch, tokenized_tiny, story_prompts):
+    """A tiny BERT steered toward 'ocean', a tiny Llama (with its LM head) toward 'boat': the Results-page rows
+    name the tiny models, not the stand-ins."""
+    import lib
+
+    bert, llama = (str(tokenized_tiny[f]) for f in ("bert", "llama"))
+    nb = _run(tmp_path, "05_steering_lab", monkeypatch, model=bert, second_model=llama, prompts=str(story_prompts))
+    glued = _glued(nb)
+    assert glued["n_prompts_m"] == glued["n_prompts_d"] == "6"
+    for claim in ("LA10", "LA11"):
+        assert glued[f"claim_{claim}_verdict"], claim
+        assert "MiniLM" not in glued[f"claim_{claim}_models"] + glued[f"claim_{claim}_measured"]
+    assert lib.load_model(bert).name in glued["claim_LA10_models"]
+    assert "forward passes, about" in json.dumps(nb)  # the estimate, printed first
+
+
+def test_chapter_6_runs_on_a_readers_encoder_and_decoder(tmp_path, monkeypatch, tokenized_tiny, story_prompts):
+    """Tiny BERT and Llama in MiniLM's and the decoder's places, two twins each, six prompts: every claim TV1-TV7
+    gets a verdict, and the Results page names the tiny models."""
+    import lib
+
+    bert, llama = (str(tokenized_tiny[f]) for f in ("bert", "llama"))
+    nb = _run(tmp_path, "06_two_views", monkeypatch, model=bert, second_model=llama, twin_seeds=[5, 6],
+              prompts=str(story_prompts))
+    glued = _glued(nb)
+    for claim in ("TV1", "TV2", "TV3", "TV4", "TV5", "TV6", "TV7"):
+        assert glued[f"claim_{claim}_verdict"], claim
+        assert "MiniLM" not in glued[f"claim_{claim}_models"], glued[f"claim_{claim}_models"]
+    assert lib.load_model(bert).name in glued["claim_TV1_models"]
+    assert "2 random-init twins each" in glued["claim_TV1_models"]

@@ -134,8 +134,11 @@ def test_unfilled_exercise_checkers_print_nothing_on_the_site(path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=ids)
 def test_no_cell_prints_that_it_was_skipped(path):
+    """The offline build prints no "Skipped: needs SPECTRAL_BOOK_REAL_MODELS=1" / "Offline build" (the prose says once
+    what the switch adds). A part skipped because a reader's own model lacks something ("Skipped: <model> has no
+    training log") is the one line issue #27 asks for, printed only for that model: allowed."""
     said = [f"cell {i}: {m.group(0)!r}" for i, c, tags, _ in _code(path) if "remove-output" not in tags
-            for m in re.finditer(r"print\((f?\"|f?')(Skipped|Offline build)[^\n]*", c.source)]
+            for m in re.finditer(r"print\((f?\"|f?')(Skipped: needs|Offline build)[^\n]*", c.source)]
     assert not said, f"{path.name}: offline 'skipped' messages as output (say it once in the prose): {said}"
 
 

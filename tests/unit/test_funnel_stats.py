@@ -630,3 +630,22 @@ def test_in_context_twins_are_the_in_context_stack():
     assert np.abs(ic["trained"].mean - single.mean).max() > 1e-2
     with pytest.raises(Exception, match="no prompts"):
         jac.in_context_twins(pair, [])
+
+
+def test_smallest_moduli_of_models_of_different_depths():
+    """Chapter 4 with a reader's model: its depth differs from the contrast's; the shorter column ends in NaN."""
+    rng = np.random.default_rng(0)
+    tab = fs.smallest_moduli({"deep": rng.standard_normal((3, 4, 4)), "shallow": rng.standard_normal((2, 4, 4))})
+    assert list(tab.block) == [1, 2, 3] and np.isnan(tab.shallow.iloc[2]) and tab.deep.notna().all()
+
+
+def test_check_roles_wants_a_pre_norm_model_and_a_post_ln_contrast(tiny_dir):
+    import lib
+    from lib.errors import InputError
+
+    llama, bert = lib.load_model(str(tiny_dir("llama"))), lib.load_model(str(tiny_dir("bert")))
+    fs.check_roles(llama, bert)  # the chapter's roles: no error
+    with pytest.raises(InputError, match="give it as second_model"):
+        fs.check_roles(bert, bert)
+    with pytest.raises(InputError, match="post-LN encoder"):
+        fs.check_roles(llama, llama)

@@ -337,3 +337,18 @@ def test_albert_config_sizes_and_overrides():
     assert (c.hidden_size, c.intermediate_size, c.embedding_size, c.vocab_size) == (4096, 16384, 128, 30522)
     with pytest.raises(ValueError, match="ALBERT size"):
         paper.albert_config("huge")
+
+
+def test_jacobian_and_forward_estimates_scale_and_refuse_what_cannot_fit(tiny_dir, monkeypatch):
+    """The parameters cells of chapters 4-6 time a reader's model first; per-prompt Jacobians that would not fit
+    in memory are refused before anything runs."""
+    import lib
+    from lib.errors import ModelTooLargeError
+
+    m = lib.load_model(str(tiny_dir("llama")))
+    line = paper.jacobian_estimate(m, 6, 2, n_boot=10)
+    assert line.startswith(f"{m.label}: d = {m.d_model}, {m.n_layers} layers; Jacobians of it and 2 twins on 6 prompts")
+    assert "forward passes, about" in paper.forward_estimate(m, 100)
+    monkeypatch.setattr("lib.memory.available_bytes", lambda device="cpu": 1000)
+    with pytest.raises(ModelTooLargeError, match="fewer prompts"):
+        paper.jacobian_estimate(m, 6, 2)
