@@ -59,6 +59,12 @@ EXACTNESS = ROOT / "tools" / "report_pages" / "exactness.md"
 EXTENSIONS = ("offline_assets", "eval_glue", "figures", "chapter_numbers", "accessibility")
 """The book's Sphinx extensions the report's site uses (not the course and download ones, which read the book)."""
 
+SECOND_ROLE: dict[str, str] = {"04_jacobian_funnel": "post", "05_steering_lab": "pre", "06_two_views": "pre"}
+"""Chapters with two model places, and the norm placement whose models take the second (``second_model``): chapter 4
+tests the paper's claims on its pre-norm ``model`` beside a post-LayerNorm contrast; chapters 5 and 6 put an encoder
+in ``model``'s place and a decoder in ``second_model``'s. Any other placement (pre, output, sandwich norms) is the
+decoder's place."""
+
 PASSED = ("model", "device", "dtype", "prompts")
 """The parameters a report sets, where a page's ``parameters`` cell defines them (the others keep the page's
 defaults, e.g. the twins' seeds)."""
@@ -89,6 +95,16 @@ def model_slug(name: str) -> str:
         text = path.resolve().name
     slug = re.sub(r"[^a-z0-9._-]+", "-", text.lower().replace("/", "--")).strip("-.")
     return slug or "model"
+
+
+def model_place(slug: str, model: SpectralModel) -> str:
+    """The parameter of chapter ``slug`` that ``model`` fills: ``"model"``, or ``"second_model"`` where the chapter
+    keeps that place for models of the model's kind (:data:`SECOND_ROLE`)."""
+    role = SECOND_ROLE.get(slug)
+    if role is None:
+        return "model"
+    post = model.adapter.norm_placement == "post"
+    return "second_model" if post == (role == "post") else "model"
 
 
 def parameter_names(path: Path) -> list[str] | None:
@@ -311,12 +327,17 @@ def build_report(model: str, *, device: str = "cpu", dtype: str = "float32", pro
                 print(f"report: skipping {part.title}: {part.note}", file=sys.stderr)
                 continue
             given = {k: v for k, v in spec.items() if k in names and (k != "prompts" or v is not None)}
+            place = model_place(part.slug, loaded)
+            if place != "model" and place in names:  # the chapter's other place; its own default fills "model"
+                given[place] = given.pop("model")
+                part.note = f"{loaded.label} ran as its {place} (the other place keeps the page's default)"
             t0 = time.perf_counter()
             _execute(sources[part.slug], work / "book" / f"{part.slug}.ipynb", given, part.title)
             part.seconds, part.ran = time.perf_counter() - t0, True
             unused = [k for k in PASSED if k not in names and spec.get(k) is not None and k != "dtype"]
             if unused:
-                part.note = f"its parameters cell takes no {', '.join(unused)}: the page's own default ran"
+                part.note = "; ".join(filter(None, [part.note, f"its parameters cell takes no {', '.join(unused)}: "
+                                                                 "the page's own default ran"]))
     finally:
         os.environ.clear()
         os.environ.update(env_before)

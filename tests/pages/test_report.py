@@ -163,3 +163,15 @@ def test_report_by_hub_id_through_the_loopback_hub(tmp_path):
     assert f"model {hub_id}" in about and "0. A first look" in about
     assert "all three are exact" in _text(site / "book" / "exactness.html")
     assert (site / "book" / "00_layer_spectra.html").is_file()
+
+
+def test_a_model_fills_the_place_its_kind_has_in_each_chapter(tiny64):
+    """Chapter 4 tests the paper's claims on a pre-norm model beside a post-LN contrast; chapters 5 and 6 put an
+    encoder in the first place and a decoder in the second. A report gives its model the place that fits."""
+    from tools import report
+
+    bert, llama = tiny64("bert"), tiny64("llama")
+    assert [report.model_place(c, bert) for c in report.CHAPTERS] == [
+        "model", "model", "second_model", "model", "model"]
+    assert [report.model_place(c, llama) for c in report.CHAPTERS] == [
+        "model", "model", "model", "second_model", "second_model"]
