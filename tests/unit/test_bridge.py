@@ -12,6 +12,8 @@ from tiny_models import block_inputs, fp64_tolerance
 
 import lib
 from lib.chapters import two_views as bv
+from lib.chapters import two_views_perturbation as bvp
+from lib.methods.exactness import in_float64
 from lib.jacobians import in_context as jcx
 from lib.jacobians import sweep as jac
 from lib.linalg import nonnormal as nn
@@ -335,7 +337,7 @@ def test_perturbation_errors_linear_for_in_context_only(tiny64):
     model = tiny64("gpt2")
     H = model.hidden_states_ids(torch.arange(6) + 3)[1]
     eps = [1e-4, 1e-3, 1e-2]
-    df = bv.perturbation_errors(model, 1, H, 4, eps, n_dirs=4)
+    df = bvp.perturbation_errors(model, 1, H, 4, eps, n_dirs=4)
     ctx = df[df.jacobian == "in-context"].error.to_numpy()
     single = df[df.jacobian == "single-token"].error.to_numpy()
     slope = np.polyfit(np.log(eps), np.log(ctx), 1)[0]
@@ -346,7 +348,7 @@ def test_perturbation_errors_linear_for_in_context_only(tiny64):
 
 def test_float64_context_restores_dtype(tiny_dir):
     model = lib.load_model(str(tiny_dir("llama")))
-    with bv.float64(model):
+    with in_float64(model):
         assert next(model.hf_model.parameters()).dtype == torch.float64
     assert next(model.hf_model.parameters()).dtype == torch.float32
 

@@ -10,6 +10,7 @@ from tiny_models import SEQ, fp64_tolerance
 
 import lib
 from lib.chapters import two_views as bv
+from lib.methods.exactness import in_float64
 from lib.errors import InputError
 from lib.jacobians import in_context as jcx
 from lib.jacobians import sweep as jac
@@ -96,7 +97,7 @@ def test_float32_model_close_to_float64(tiny_dir):
     m32 = lib.load_model(str(tiny_dir("bert")))
     hs = _stream(m32)
     J32 = jcx.in_context_jacobian_closed(m32, 1, hs[1])
-    with bv.float64(m32):
+    with in_float64(m32):
         J64 = jcx.in_context_jacobian_closed(m32, 1, hs[1])
     assert J32.dtype == torch.float64 and _rel(J32, J64) < 1e-4
 

@@ -10,6 +10,8 @@ import torch
 
 import lib
 from lib.chapters import two_views as bv
+from lib.chapters import two_views_perturbation as bvp
+from lib.methods.exactness import in_float64
 from lib.jacobians import sweep as jac
 from lib.methods import bridge as br
 
@@ -41,7 +43,7 @@ def test_residual_inputs_batched_equals_one_text_at_a_time(name, tol):
 
     model = lib.load_model(name)
     texts = prompts(6)
-    with bv.float64(model):
+    with in_float64(model):
         X1, S1 = jac.residual_inputs(model, texts)
         X2, S2 = jac.residual_inputs(model, texts, batched=True)
     torch.testing.assert_close(X2, X1, rtol=tol, atol=tol * float(X1.abs().max()))
@@ -73,17 +75,17 @@ def test_perturbation_sweep_reproduces_the_one_prompt_reference(tiny64):
     states = [model.hidden_states_ids(x) for x in seqs]
     positions = [4, 7]
     eps = [1e-4, 1e-3, 1e-2]
-    sweep = bv.perturbation_sweep(model, states, positions, eps, n_dirs=4)
+    sweep = bvp.perturbation_sweep(model, states, positions, eps, n_dirs=4)
     assert len(sweep) == model.n_layers * 2 * len(eps) * 2
     for t in range(model.n_layers):
         for p, (H, T) in enumerate(zip(states, positions)):
-            ref = bv.perturbation_errors(model, t, H[t], T, eps, n_dirs=4)
+            ref = bvp.perturbation_errors(model, t, H[t], T, eps, n_dirs=4)
             got = sweep[(sweep.layer == t + 1) & (sweep.prompt == p)]
             for col in ("error", "error_lo", "error_hi"):
                 np.testing.assert_allclose(got[col].to_numpy(), ref[col].to_numpy(), rtol=1e-6)
-    summary = bv.perturbation_summary(sweep.assign(model="gpt2"))
+    summary = bvp.perturbation_summary(sweep.assign(model="gpt2"))
     assert (summary.cases == model.n_layers * 2).all()
-    slopes = bv.perturbation_slopes(sweep.assign(model="gpt2"), lo=1e-4, hi=1e-2)
+    slopes = bvp.perturbation_slopes(sweep.assign(model="gpt2"), lo=1e-4, hi=1e-2)
     assert len(slopes) == model.n_layers * 2 and slopes.slope.between(0.8, 1.2).all()
 
 
