@@ -83,18 +83,25 @@ _WIDE_BOXES = """() => {
 }"""
 
 # Every <details> opened and every sphinx-togglebutton box (solutions) shown, so that what they hold is
-# laid out and checked too. Returns how many toggles stay closed (0 when all opened).
-_OPEN_EVERYTHING = """async () => {
+# laid out and checked too.
+_OPEN_EVERYTHING = """() => {
     document.querySelectorAll('details').forEach(d => { d.open = true; });
     document.querySelectorAll('button.toggle-button[aria-expanded="false"]').forEach(b => b.click());
-    await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
-    return document.querySelectorAll('.toggle-hidden').length;
 }"""
 
 
 def open_everything(page: Page) -> int:
-    """Open every dropdown of ``page`` (``<details>``, solutions); returns how many stay closed."""
-    return page.evaluate(_OPEN_EVERYTHING)
+    """Open every dropdown of ``page`` (``<details>``, solutions) and end their fade-in animations.
+
+    Returns:
+        How many toggles stay closed (0 when all opened). On return no finite animation is running, so what
+        the audit measures (colours, opacity, sizes) is the page at rest, on a fast machine or a busy one.
+    """
+    from tools.site_browser import finish_animations
+
+    page.evaluate(_OPEN_EVERYTHING)
+    finish_animations(page)  # the togglebutton fades its boxes in: an audit mid-fade sees half-transparent text
+    return page.evaluate("document.querySelectorAll('.toggle-hidden').length")
 
 
 def axe_violations(page: Page, tags: tuple[str, ...] = WCAG_TAGS) -> list[dict[str, Any]]:

@@ -150,9 +150,11 @@ def small_chart_text(page: Page, min_px: float = MIN_TEXT_PX) -> list[dict[str, 
 
 def dark_mode(page: Page) -> None:
     """Switch ``page`` to the theme's dark mode, as its colour-mode button does (pydata-sphinx-theme)."""
+    from tools.site_browser import finish_animations
+
     page.evaluate("""() => { document.documentElement.dataset.theme = 'dark';
                              document.documentElement.dataset.mode = 'dark'; }""")
-    page.wait_for_timeout(100)
+    finish_animations(page)  # the theme's colour transitions
 
 
 def glaring_charts(page: Page) -> list[dict[str, Any]]:

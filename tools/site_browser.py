@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
-__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "serve_site", "wait_until_rendered"]
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "finish_animations", "serve_site", "wait_until_rendered"]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -40,6 +40,14 @@ _MATHJAX_READY = """async () => {
     if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
     if (document.fonts) await document.fonts.ready;
     return true;
+}"""
+# Every finite CSS animation and transition jumped to its end (the theme's colour transitions, the togglebutton's
+# fade-in), then awaited; infinite ones (spinners) are left running.
+_FINISH_ANIMATIONS = """async () => {
+    await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+    const finite = document.getAnimations().filter(a => a.effect && a.effect.getComputedTiming().endTime !== Infinity);
+    finite.forEach(a => a.finish());
+    await Promise.all(finite.map(a => a.finished.catch(() => null)));
 }"""
 _MATHJAX_LOADED = """() => !document.querySelector('script[src*="mathjax"]')
     || (window.MathJax && window.MathJax.startup && window.MathJax.startup.promise)"""
@@ -68,3 +76,11 @@ def wait_until_rendered(page: Page, timeout_ms: int = 30_000) -> None:
     page.wait_for_function(_CHARTS_RENDERED, timeout=timeout_ms)
     page.wait_for_function(_MATHJAX_LOADED, timeout=timeout_ms)
     page.evaluate(_MATHJAX_READY)
+
+
+def finish_animations(page: Page) -> None:
+    """End every finite CSS animation and transition of ``page`` now, so what is measured next is the page at rest.
+
+    A check that waits a fixed time instead would see a half-faded box on a slow or busy machine.
+    """
+    page.evaluate(_FINISH_ANIMATIONS)

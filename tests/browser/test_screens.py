@@ -21,7 +21,7 @@ from conftest import ROOT, require_chromium, toc_pages
 
 from tools import screens
 from tools.accessibility import DESKTOP
-from tools.site_browser import CHROMIUM, CHROMIUM_ARGS, serve_site
+from tools.site_browser import CHROMIUM, CHROMIUM_ARGS, finish_animations, serve_site
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -173,7 +173,7 @@ def test_results_page_shows_its_picture_first_with_every_verdict_in_view(browser
     page = browser.new_page(viewport=screens.PHONE)
     page.goto(f"{site_url}/book/results.html", wait_until="load")
     page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
-    page.wait_for_timeout(300)
+    finish_animations(page)
     layout = page.evaluate("""() => {
         const top = e => e.getBoundingClientRect().top + window.scrollY;
         const overview = document.querySelector('.claims-overview');
