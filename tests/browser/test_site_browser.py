@@ -14,6 +14,7 @@ a wider one scrolls and none is cut off at the column's edge.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -53,6 +54,18 @@ def site_url(built_site):
         yield url
 
 
+_ALL_DRAWN = "() => [...document.querySelectorAll('.vega-embed')].every(e => e.querySelector('svg, canvas'))"
+_REDRAWN = "([i, before]) => { const e = document.querySelectorAll('.vega-embed')[i]; return !!e && e.innerHTML !== before; }"
+
+
+def _wait_quietly(page, predicate: str, arg, timeout_ms: int) -> None:
+    """Wait until ``predicate`` holds, at most ``timeout_ms``; the assertion after it says what did not happen."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    with contextlib.suppress(PlaywrightTimeout):
+        page.wait_for_function(predicate, arg=arg, timeout=timeout_ms)
+
+
 def _svg_markup(page, index: int) -> str:
     return page.evaluate(
         "(i) => { const el = document.querySelectorAll('.vega-embed')[i]; return el ? el.innerHTML : ''; }", index
@@ -69,9 +82,8 @@ def test_page_in_browser(browser, site_url, axe_ready, page_name):
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
     page.goto(f"{site_url}/{page_name}.html", wait_until="load")
-    page.wait_for_timeout(1500)
-
-    # charts: every Vega container rendered
+    # charts: every Vega container rendered (waited for, up to 60 s on a busy machine, then counted)
+    _wait_quietly(page, _ALL_DRAWN, None, 60_000)
     n_charts = page.evaluate("document.querySelectorAll('.vega-embed').length")
     n_rendered = page.evaluate(
         "[...document.querySelectorAll('.vega-embed')].filter(e => e.querySelector('svg, canvas')).length"
@@ -130,7 +142,7 @@ def test_page_in_browser(browser, site_url, axe_ready, page_name):
                              s.dispatchEvent(new Event('change', {bubbles: true})); }""",
             [chart_i, slider_k],
         )
-        page.wait_for_timeout(400)
+        _wait_quietly(page, _REDRAWN, [chart_i, before], 30_000)  # Vega redraws asynchronously
         assert _svg_markup(page, chart_i) != before, f"{page_name}: slider {slider_k} of chart {chart_i} changed nothing"
 
     # math typeset by the site's own MathJax
