@@ -113,13 +113,17 @@ _GLARING = """() => {
 }"""
 
 
+_TWO_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+"""Resolves after two rendered frames: every ResizeObserver callback due for a layout change has run by then."""
+
+
 def settle_charts(page: Page, timeout_ms: int = 30_000) -> None:
     """Wait until every chart of ``page`` is drawn and none is being drawn again to fit (``charts.js``)."""
     from tools.site_browser import wait_until_rendered
 
     wait_until_rendered(page, timeout_ms)
-    for _ in range(2):  # a resize is seen a frame or two later, and a refit may draw twice
-        page.wait_for_timeout(300)
+    for _ in range(2):  # a resize is seen a frame later (ResizeObserver), and a refit may draw twice
+        page.evaluate(_TWO_FRAMES)
         page.wait_for_function("() => !(window.vegaEmbed && window.vegaEmbed.refitting) || window.vegaEmbed.refitting() === 0",
                                timeout=timeout_ms)
     wait_until_rendered(page, timeout_ms)

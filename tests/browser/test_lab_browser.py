@@ -280,8 +280,8 @@ def _finish(page, run: ChapterRun) -> None:
     run.not_run = state["n_code"] - state["done"]
     run.errors = page.evaluate(_ERRORS_JS)
     # jupyterlab-myst re-renders a markdown cell when its {eval} results arrive; on a loaded machine the
-    # last cells' results can land after the kernel went idle, so the check waits up to 30 s for them
-    for _ in range(15):
+    # last cells' results can land after the kernel went idle, so the check waits up to 2 min for them
+    for _ in range(60):
         prose = _prose(page)
         if not any(p.endswith(" not shown") for p in prose[3]):
             break
