@@ -163,6 +163,29 @@ def require_chromium() -> None:
         pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's headless Chromium, driven by Playwright (one per test module)."""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    from tools.site_browser import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def site_url(built_site):
+    """The built site served on 127.0.0.1 (a free port): its base URL."""
+    from tools.site_browser import serve_site
+
+    with serve_site(built_site) as url:
+        yield url
+
+
 def wait_for_server(proc, url: str, log_path: Path, name: str, seconds: int = 300) -> None:
     """Wait until the Jupyter server ``proc`` answers ``{url}/api/status``; fail with its log if it exits or
     does not answer within ``seconds`` (checked once a second, so a slow machine only waits longer)."""

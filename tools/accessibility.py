@@ -17,7 +17,6 @@ hand, on a built site::
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -152,43 +151,30 @@ def describe(violations: list[dict[str, Any]], limit: int = 3) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Audit the pages of a built site; exit 1 if one has a serious or critical violation, a display equation or
     table wider than the column at the desktop width, or one cut off at a phone's width."""
-    from playwright.sync_api import sync_playwright
+    from tools.site_browser import each_page, page_arguments, wait_until_rendered
 
-    from lib.page.build_info import toc_pages
-    from tools.site_browser import CHROMIUM, CHROMIUM_ARGS, serve_site, wait_until_rendered
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("html", type=Path, help="the built site (_build/html)")
-    parser.add_argument("pages", nargs="*", help="pages as book/<name> (default: every page of _toc.yml)")
-    args = parser.parse_args(argv)
+    html, pages = page_arguments(__doc__.splitlines()[0], argv)
     failed = False
-    with serve_site(args.html) as url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for name in args.pages or toc_pages(ROOT):
-            page = browser.new_page(viewport=DESKTOP)
-            page.set_default_timeout(120_000)
-            page.goto(f"{url}/{name}.html", wait_until="load")
-            wait_until_rendered(page)
-            closed = open_everything(page)
-            found = axe_violations(page)
-            wide = wide_boxes(page)
-            page.set_viewport_size(NARROW)
-            narrow = wide_boxes(page)
-            cut = cut_off(narrow)
-            blocking = [v for v in found if v["impact"] in BLOCKING_IMPACTS]
-            failed |= bool(blocking or wide or cut or closed)
-            print(f"{name}: {sum(len(v['nodes']) for v in blocking)} serious or critical, "
-                  f"{sum(len(v['nodes']) for v in found)} in all; {len(wide)} wider than the column, "
-                  f"at {NARROW['width']} px {len(narrow)} wider, {len(cut)} of them cut off" + (f"; {closed} toggles did not open" if closed else ""))
-            if found:
-                print("  " + describe(found).replace("\n", "\n  "))
-            for b in wide:
-                print(f"  wide {b['what']} ({b['width']} px in {b['room']} px, scrolled by {b['scroller']}): {b['text']!r}")
-            for b in cut:
-                print(f"  at {NARROW['width']} px: {b['what']} ({b['width']} px in {b['room']} px) cut by {b['clipper']}, "
-                      f"scrolled by {b['scroller']}: {b['text']!r}")
-            page.close()
-        browser.close()
+    for name, page in each_page(html, pages, DESKTOP):
+        wait_until_rendered(page)
+        closed = open_everything(page)
+        found = axe_violations(page)
+        wide = wide_boxes(page)
+        page.set_viewport_size(NARROW)
+        narrow = wide_boxes(page)
+        cut = cut_off(narrow)
+        blocking = [v for v in found if v["impact"] in BLOCKING_IMPACTS]
+        failed |= bool(blocking or wide or cut or closed)
+        print(f"{name}: {sum(len(v['nodes']) for v in blocking)} serious or critical, "
+              f"{sum(len(v['nodes']) for v in found)} in all; {len(wide)} wider than the column, "
+              f"at {NARROW['width']} px {len(narrow)} wider, {len(cut)} of them cut off" + (f"; {closed} toggles did not open" if closed else ""))
+        if found:
+            print("  " + describe(found).replace("\n", "\n  "))
+        for b in wide:
+            print(f"  wide {b['what']} ({b['width']} px in {b['room']} px, scrolled by {b['scroller']}): {b['text']!r}")
+        for b in cut:
+            print(f"  at {NARROW['width']} px: {b['what']} ({b['width']} px in {b['room']} px) cut by {b['clipper']}, "
+                  f"scrolled by {b['scroller']}: {b['text']!r}")
     return 1 if failed else 0
 
 

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["CHART_TEXT_ROLES", "MIN_TEXT_PX", "PHONE", "charts_too_wide", "dark_mode", "glaring_charts",
            "overflowing", "settle_charts", "small_chart_text"]
 
-ROOT = Path(__file__).resolve().parents[1]
 PHONE = {"width": 390, "height": 844}
 """A phone's window (an iPhone 12 to 15 held upright)."""
 MIN_TEXT_PX = 11.0
@@ -170,35 +168,22 @@ def glaring_charts(page: Page) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Check the pages of a built site at :data:`PHONE`'s width and in dark mode; exit 1 if one fails."""
-    from playwright.sync_api import sync_playwright
+    from tools.site_browser import each_page, page_arguments
 
-    from lib.page.build_info import toc_pages
-    from tools.site_browser import CHROMIUM, CHROMIUM_ARGS, serve_site
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("html", type=Path, help="the built site (_build/html)")
-    parser.add_argument("pages", nargs="*", help="pages as book/<name> (default: every page of _toc.yml)")
-    args = parser.parse_args(argv)
+    html, pages = page_arguments(__doc__.splitlines()[0], argv)
     failed = False
-    with serve_site(args.html) as url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for name in args.pages or toc_pages(ROOT):
-            page = browser.new_page(viewport=PHONE)
-            page.set_default_timeout(120_000)
-            page.goto(f"{url}/{name}.html", wait_until="load")
-            settle_charts(page)
-            over, wide, small = overflowing(page), charts_too_wide(page), small_chart_text(page)
-            dark_mode(page)
-            glaring = glaring_charts(page)
-            page.close()
-            bad = over["elements"] or over["page_width"] > over["window"] or wide or small or glaring
-            failed |= bool(bad)
-            print(f"{name}: page {over['page_width']} px in {over['window']}; {len(over['elements'])} elements past "
-                  f"the edge, {len(wide)} charts too wide, {len(small)} chart texts under {MIN_TEXT_PX:g} px, "
-                  f"{len(glaring)} charts glaring in dark mode")
-            for item in [*over["elements"], *wide, *small[:5], *glaring]:
-                print(f"  {item}")
-        browser.close()
+    for name, page in each_page(html, pages, PHONE):
+        settle_charts(page)
+        over, wide, small = overflowing(page), charts_too_wide(page), small_chart_text(page)
+        dark_mode(page)
+        glaring = glaring_charts(page)
+        bad = over["elements"] or over["page_width"] > over["window"] or wide or small or glaring
+        failed |= bool(bad)
+        print(f"{name}: page {over['page_width']} px in {over['window']}; {len(over['elements'])} elements past "
+              f"the edge, {len(wide)} charts too wide, {len(small)} chart texts under {MIN_TEXT_PX:g} px, "
+              f"{len(glaring)} charts glaring in dark mode")
+        for item in [*over["elements"], *wide, *small[:5], *glaring]:
+            print(f"  {item}")
     return 1 if failed else 0
 
 

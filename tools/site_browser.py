@@ -6,20 +6,23 @@ The site is served from ``127.0.0.1`` on a free port, so nothing leaves the mach
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import functools
 import http.server
 import socketserver
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
-__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "finish_animations", "serve_site", "wait_until_rendered"]
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "each_page", "finish_animations", "page_arguments", "serve_site",
+           "wait_until_rendered"]
 
+ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -84,3 +87,35 @@ def finish_animations(page: Page) -> None:
     A check that waits a fixed time instead would see a half-faded box on a slow or busy machine.
     """
     page.evaluate(_FINISH_ANIMATIONS)
+
+
+def page_arguments(description: str, argv: list[str] | None = None) -> tuple[Path, list[str]]:
+    """The command line of a checker of the built site: ``html`` (the ``_build/html`` folder) and the pages to check
+    (``book/<name>``; default: every page of ``_toc.yml``)."""
+    from lib.page.build_info import toc_pages
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("html", type=Path, help="the built site (_build/html)")
+    parser.add_argument("pages", nargs="*", help="pages as book/<name> (default: every page of _toc.yml)")
+    args = parser.parse_args(argv)
+    return args.html, args.pages or toc_pages(ROOT)
+
+
+def each_page(html: Path, pages: Sequence[str], viewport: dict[str, int]) -> Iterator[tuple[str, Page]]:
+    """Serve ``html`` and open each of ``pages`` in headless Chromium at ``viewport``: yields ``(name, page)`` once the
+    page has loaded, and closes it when the caller asks for the next."""
+    from playwright.sync_api import sync_playwright
+
+    with serve_site(html) as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for name in pages:
+                page = browser.new_page(viewport=viewport)
+                page.set_default_timeout(120_000)
+                page.goto(f"{url}/{name}.html", wait_until="load")
+                try:
+                    yield name, page
+                finally:
+                    page.close()
+        finally:
+            browser.close()

@@ -17,32 +17,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT, require_chromium, toc_pages
+from conftest import ROOT, toc_pages
 
 from tools import screens
 from tools.accessibility import DESKTOP
-from tools.site_browser import CHROMIUM, CHROMIUM_ARGS, finish_animations, serve_site
+from tools.site_browser import finish_animations
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 STATIC = ROOT / "book" / "_static"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
-def site_url(built_site):
-    with serve_site(built_site) as url:
-        yield url
 
 
 # -- the checks on pages of their own (no built site needed) ------------------------------------------------------

@@ -18,25 +18,14 @@ import contextlib
 import os
 
 import pytest
-from conftest import ROOT, require_chromium, toc_pages
+from conftest import ROOT, toc_pages
 
 from tools import accessibility as a11y
-from tools.site_browser import CHROMIUM, CHROMIUM_ARGS, serve_site, wait_until_rendered
+from tools.site_browser import wait_until_rendered
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 ARTIFACTS = ROOT / "test-artifacts"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +35,6 @@ def axe_ready():
         if os.environ.get("CI"):
             pytest.fail(f"{a11y.AXE_SCRIPT} is missing in CI; `make test` vendors it (`make vendor`)")
         pytest.skip(f"axe-core is not vendored ({a11y.AXE_SCRIPT}): run `make vendor`")
-
-
-@pytest.fixture(scope="module")
-def site_url(built_site):
-    with serve_site(built_site) as url:
-        yield url
 
 
 _ALL_DRAWN = "() => [...document.querySelectorAll('.vega-embed')].every(e => e.querySelector('svg, canvas'))"
