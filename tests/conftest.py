@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -129,6 +131,17 @@ def toc_pages() -> list[str]:
     from lib.page.build_info import toc_pages as pages
 
     return pages(ROOT)
+
+
+def code_cell_trees(cells: list) -> Iterator[ast.Module]:
+    """The syntax tree of every code cell of a chapter (jupytext cells) that parses as Python, in order."""
+    for c in cells:
+        if c.cell_type != "code":
+            continue
+        try:
+            yield ast.parse(c.source)
+        except SyntaxError:  # IPython magics
+            continue
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import jupytext
 import pytest
-from conftest import ROOT
+from conftest import ROOT, code_cell_trees
 
 MAX_LINES = 12
 MAX_WIDTH = 88
@@ -238,13 +238,7 @@ def test_coding_solutions_are_executed_cells(path):
 def test_every_figure_is_referred_to_in_the_prose(path):
     cells = _cells(path)
     names = []
-    for c in cells:
-        if c.cell_type != "code":
-            continue
-        try:
-            tree = ast.parse(c.source)
-        except SyntaxError:
-            continue
+    for tree in code_cell_trees(cells):
         online = {id(n) for branch in ast.walk(tree) if isinstance(branch, ast.If)
                   and "real_models_enabled" in ast.unparse(branch.test) for n in ast.walk(branch)}
         names += [n.args[1].value for n in ast.walk(tree) if isinstance(n, ast.Call) and id(n) not in online

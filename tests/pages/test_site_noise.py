@@ -26,7 +26,7 @@ from pathlib import Path
 
 import jupytext
 import pytest
-from conftest import ROOT
+from conftest import ROOT, code_cell_trees
 from test_page_limits import _in_solution, _is_template
 
 CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.md"))
@@ -43,13 +43,7 @@ def _cells(path: Path) -> list:
 def _imports(cells: list) -> dict[str, str]:
     """Every name a chapter's code cells bind by import, with its module (or ``module.name``)."""
     names: dict[str, str] = {}
-    for c in cells:
-        if c.cell_type != "code":
-            continue
-        try:
-            tree = ast.parse(c.source)
-        except SyntaxError:
-            continue
+    for tree in code_cell_trees(cells):
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names.update({(a.asname or a.name).split(".")[0]: a.name for a in node.names})
