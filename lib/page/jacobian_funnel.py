@@ -375,7 +375,7 @@ def coupling_chart(df: pd.DataFrame, *, title: str, model: str, description: str
     series as ``weights`` (:meth:`lib.models.Twins.series` labels, one colour each) or ``series``.
     """
     field = "weights" if "weights" in df.columns else "series"
-    df = df.assign(significant=np.where(df.q < 0.05, "q < 0.05", "n.s."), reference="no coupling (r_S = 0)")
+    df = df.assign(significant=np.where(df.q < 0.05, "q < 0.05", "n.s."), reference="no coupling (Spearman r = 0)")
     lim = max(0.3, float(np.abs(df.r_s).max()) * 1.15)
     data = twin_band(df, keys=["model", "layer", "depth"], values=["r_s"], field=field).assign(seed=False)
     is_twin = np.array([model_kind(v) == "random" for v in df[field]], dtype=bool)
@@ -387,7 +387,7 @@ def coupling_chart(df: pd.DataFrame, *, title: str, model: str, description: str
                          legend=alt.Legend(orient="bottom", columns=2, title=None))
     x = alt.X("depth:Q", title="relative depth (t+1)/L", scale=alt.Scale(domain=[0, 1.05], nice=False))
     y_scale = alt.Scale(domain=[-lim, lim], nice=False)
-    y = alt.Y("r_s:Q", title="coupling r_S", scale=y_scale)
+    y = alt.Y("r_s:Q", title="coupling: Spearman r", scale=y_scale)
     shape = alt.Shape("significant:N", scale=alt.Scale(domain=["q < 0.05", "n.s."], range=["circle", "cross"]),
                       title="BH, gains permuted", legend=alt.Legend(orient="bottom"))
     tips = [f"{field}:N", "layer:Q", alt.Tooltip("r_s:Q", format=".3f"), alt.Tooltip("q:Q", format=".3g"),
@@ -648,7 +648,7 @@ def protocol_table(evidence: dict[str, FunnelEvidence]) -> pd.DataFrame:
         fr = funnel_readings_verdicts(*((r["trained"], r["twins"], r["ratio"]) for r in rd.values()))
         cv = jacobian_claim_verdicts(ev)
         col = {}
-        for m, name in (("f_C", "FG1: slope of the complex fraction"), ("delta_H", "FG2: slope of δ_H"),
+        for m, name in (("f_C", "FG1: slope of the complex fraction"), ("delta_H", "FG2: slope of the Henrici departure"),
                         ("r_rot", "FG2: slope of the rotation fraction")):
             t = ev.trends[m, tr]
             col[name] = f"{t.slope.fmt('+.3f')} ({t.direction}); twins {ev.twin_dirs(m)}"
