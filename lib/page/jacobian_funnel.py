@@ -686,9 +686,10 @@ def jacobian_measurements(ev: FunnelEvidence) -> dict[str, str]:
         return f"{t[metric, tr].fmt()} ({t[metric, tr].direction}"
 
     return {
-        "FG1": f"f_C {value_range(run.point['f_C'])} (Ginibre {ev.ginibre:.2f}); trained {fit('f_C')}); "
+        "FG1": f"complex fraction {value_range(run.point['f_C'])} (Ginibre {ev.ginibre:.2f}); trained {fit('f_C')}); "
                f"twins {ev.twin_dirs('f_C')}",
-        "FG2": f"δ_H of J̄ − I: {fit('delta_H')}; twins {ev.twin_dirs('delta_H')}); r_rot: {fit('r_rot')}; "
+        "FG2": f"Henrici departure of J̄ − I: {fit('delta_H')}; twins {ev.twin_dirs('delta_H')}); rotation fraction: "
+               f"{fit('r_rot')}; "
                f"twins {ev.twin_dirs('r_rot')})",
         "FG3": f"full product [paper]: trained {full['trained'].fmt('.1f')} of {ev.d} vs twins "
                f"{value_range([x.point for x in full['twins']], '.1f')} ({compare_with_twins(full['trained'], full['twins'])}: "
@@ -719,7 +720,7 @@ def claim_measurements(ev: FunnelEvidence, verdicts: dict[str, str],
     run = ev.runs[ev.trained]
     full = funnel_readings(ev)["full product"]
     pw = ev.power.set_index("effect") if "effect" in ev.power.columns else ev.power
-    power = f"power {pw.power_bh.iloc[1]:.0%} at r_S ≈ {pw.r_s_mean.iloc[1]:.2f}"
+    power = f"power {pw.power_bh.iloc[1]:.0%} at Spearman r ≈ {pw.r_s_mean.iloc[1]:.2f}"
     b1_twins = value_range([ev.runs[s].point["erank"][0] for s in ev.twins], ".1f")
     sub_tr, sub_rd = ev.split(ev.sub_blocks)
     attn, mlp = (sub_tr[sub_tr.sub_block == s] for s in ("attention", "MLP"))
@@ -730,10 +731,10 @@ def claim_measurements(ev: FunnelEvidence, verdicts: dict[str, str],
 
     return {
         **out,
-        "FG5": f"attention r_S {span(attn.r_s)}, MLP {span(mlp.r_s)}; {int((sub_tr.q < 0.05).sum())} of "
+        "FG5": f"Spearman r: attention {span(attn.r_s)}, MLP {span(mlp.r_s)}; {int((sub_tr.q < 0.05).sum())} of "
                f"{len(sub_tr)} sub-block couplings significant at FDR 5% (BH) (twins {int((sub_rd.q < 0.05).sum())} "
                f"of {len(sub_rd)}); {power}",
-        "FG6": f"block r_S {span(block_tr.r_s)}, {int((block_tr.q < 0.05).sum())} of {len(block_tr)} layers "
+        "FG6": f"block Spearman r {span(block_tr.r_s)}, {int((block_tr.q < 0.05).sum())} of {len(block_tr)} layers "
                f"significant at FDR 5% (BH) (twins {int((block_rd.q < 0.05).sum())} of {len(block_rd)}); {power}",
         "FG7": "verdicts FG1–FG6: " + ", ".join(f"{c} {verdicts[c]}" for c in ("FG1", "FG2", "FG3", "FG4", "FG5", "FG6"))
                + f"; at random init (single-token): full product {value_range([x.point for x in full['twins']], '.1f')} "

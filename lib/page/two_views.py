@@ -525,6 +525,10 @@ def angle_findings(angles: pd.DataFrame, layers: pd.DataFrame, ctx: pd.DataFrame
                               "verdict": angle_verdict(frac_tr, frac_rd)})
 
 
+_IN_WORDS = {"δ_H": "Henrici departure"}
+"""Plain-text symbols of the chapter's tables that the Results page writes in words (Unicode has no subscript H)."""
+
+
 def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, models: str) -> Findings:
     """Section 6.3 (claim TV3): ``rt`` from :func:`lib.chapters.two_views.rate_tests`, ``power`` from
     :func:`lib.chapters.two_views.rate_power`.
@@ -576,9 +580,10 @@ def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, mo
     strong = power[power.design == tr_design]
     pw_strong = float(strong.set_index("effect").power_all.get(RATE_STRONG, np.nan))
     verdict = rate_verdict(sig_tr, len(tr), power, tr_design)
-    measured = (f"within-variant Spearman of gap ratio with ρ(J̄), δ_H, erank(J̄): {tr.r.min():+.2f} "
+    measured = (f"within-variant Spearman of gap ratio with ρ(J̄), Henrici departure, erank(J̄): {tr.r.min():+.2f} "
                 f"to {tr.r.max():+.2f} trained ({int(sign.sum())} of {len(tr)} with the predicted sign; "
-                f"strongest {best['J̄ property']} in {best.model}, r = {best.r:+.2f}, p = {best.p:.3f}), "
+                f"strongest {_IN_WORDS.get(best['J̄ property'], best['J̄ property'])} in {best.model}, "
+                f"r = {best.r:+.2f}, p = {best.p:.3f}), "
                 f"{sig_tr} of {len(tr)} significant at FDR 5% (permutation null 95%: {rt.null_lo.min():+.2f} to "
                 f"{rt.null_hi.max():+.2f}); power at a planted ρ = {RATE_STRONG:.1f} with {n_layers} layers: "
                 f"{pw_strong:.2f}; random init {sig_rd} of {len(rd)} (r {rd.r.min():+.2f} to {rd.r.max():+.2f})")
@@ -695,7 +700,7 @@ def context_findings(ctx: pd.DataFrame, funnel: pd.DataFrame, pert: pd.DataFrame
         p = pert[(pert.model == key) & (pert.jacobian == "single-token") & (pert.eps == 1e-3)]
         return float(p.error.iloc[0])
 
-    measured = ("; ".join(f"{key}: ‖J_ctx − J_single‖/‖J_ctx − R‖ "
+    measured = ("; ".join(f"{key}: ‖J(in context) − J(single)‖ / ‖J(in context) − R‖ "
                           f"{value_range(ctx[(ctx.model == key) & ~ctx.random].rel_diff)} trained, "
                           f"{value_range(ctx[(ctx.model == key) & ctx.random].rel_diff)} random init" for key in keys)
                 + "; finite-perturbation error slope of the in-context Jacobian "
