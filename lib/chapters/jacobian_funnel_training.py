@@ -38,7 +38,7 @@ STEP_STATISTICS: dict[str, str] = {
     "funnel": "funnel over all blocks: final erank",
     "funnel_no_b1": "funnel from block 2: final erank",
     "f_C": "slope of the complex fraction against depth",
-    "delta_H": "slope of δ_H against depth",
+    "delta_H": "slope of the Henrici departure against depth",
     "r_rot": "slope of the rotation fraction against depth",
 }
 """The statistics followed over training (key → chart title): block 1's own effective rank, the final effective

@@ -375,7 +375,7 @@ def coupling_chart(df: pd.DataFrame, *, title: str, model: str, description: str
     series as ``weights`` (:meth:`lib.models.Twins.series` labels, one colour each) or ``series``.
     """
     field = "weights" if "weights" in df.columns else "series"
-    df = df.assign(significant=np.where(df.q < 0.05, "q < 0.05", "n.s."), reference="no coupling (r_S = 0)")
+    df = df.assign(significant=np.where(df.q < 0.05, "q < 0.05", "n.s."), reference="no coupling (Spearman r = 0)")
     lim = max(0.3, float(np.abs(df.r_s).max()) * 1.15)
     data = twin_band(df, keys=["model", "layer", "depth"], values=["r_s"], field=field).assign(seed=False)
     is_twin = np.array([model_kind(v) == "random" for v in df[field]], dtype=bool)
@@ -387,7 +387,7 @@ def coupling_chart(df: pd.DataFrame, *, title: str, model: str, description: str
                          legend=alt.Legend(orient="bottom", columns=2, title=None))
     x = alt.X("depth:Q", title="relative depth (t+1)/L", scale=alt.Scale(domain=[0, 1.05], nice=False))
     y_scale = alt.Scale(domain=[-lim, lim], nice=False)
-    y = alt.Y("r_s:Q", title="coupling r_S", scale=y_scale)
+    y = alt.Y("r_s:Q", title="coupling: Spearman r", scale=y_scale)
     shape = alt.Shape("significant:N", scale=alt.Scale(domain=["q < 0.05", "n.s."], range=["circle", "cross"]),
                       title="BH, gains permuted", legend=alt.Legend(orient="bottom"))
     tips = [f"{field}:N", "layer:Q", alt.Tooltip("r_s:Q", format=".3f"), alt.Tooltip("q:Q", format=".3g"),
@@ -648,7 +648,7 @@ def protocol_table(evidence: dict[str, FunnelEvidence]) -> pd.DataFrame:
         fr = funnel_readings_verdicts(*((r["trained"], r["twins"], r["ratio"]) for r in rd.values()))
         cv = jacobian_claim_verdicts(ev)
         col = {}
-        for m, name in (("f_C", "FG1: slope of the complex fraction"), ("delta_H", "FG2: slope of δ_H"),
+        for m, name in (("f_C", "FG1: slope of the complex fraction"), ("delta_H", "FG2: slope of the Henrici departure"),
                         ("r_rot", "FG2: slope of the rotation fraction")):
             t = ev.trends[m, tr]
             col[name] = f"{t.slope.fmt('+.3f')} ({t.direction}); twins {ev.twin_dirs(m)}"
@@ -686,9 +686,10 @@ def jacobian_measurements(ev: FunnelEvidence) -> dict[str, str]:
         return f"{t[metric, tr].fmt()} ({t[metric, tr].direction}"
 
     return {
-        "FG1": f"f_C {value_range(run.point['f_C'])} (Ginibre {ev.ginibre:.2f}); trained {fit('f_C')}); "
+        "FG1": f"complex fraction {value_range(run.point['f_C'])} (Ginibre {ev.ginibre:.2f}); trained {fit('f_C')}); "
                f"twins {ev.twin_dirs('f_C')}",
-        "FG2": f"δ_H of J̄ − I: {fit('delta_H')}; twins {ev.twin_dirs('delta_H')}); r_rot: {fit('r_rot')}; "
+        "FG2": f"Henrici departure of J̄ − I: {fit('delta_H')}; twins {ev.twin_dirs('delta_H')}); rotation fraction: "
+               f"{fit('r_rot')}; "
                f"twins {ev.twin_dirs('r_rot')})",
         "FG3": f"full product [paper]: trained {full['trained'].fmt('.1f')} of {ev.d} vs twins "
                f"{value_range([x.point for x in full['twins']], '.1f')} ({compare_with_twins(full['trained'], full['twins'])}: "
@@ -719,7 +720,7 @@ def claim_measurements(ev: FunnelEvidence, verdicts: dict[str, str],
     run = ev.runs[ev.trained]
     full = funnel_readings(ev)["full product"]
     pw = ev.power.set_index("effect") if "effect" in ev.power.columns else ev.power
-    power = f"power {pw.power_bh.iloc[1]:.0%} at r_S ≈ {pw.r_s_mean.iloc[1]:.2f}"
+    power = f"power {pw.power_bh.iloc[1]:.0%} at Spearman r ≈ {pw.r_s_mean.iloc[1]:.2f}"
     b1_twins = value_range([ev.runs[s].point["erank"][0] for s in ev.twins], ".1f")
     sub_tr, sub_rd = ev.split(ev.sub_blocks)
     attn, mlp = (sub_tr[sub_tr.sub_block == s] for s in ("attention", "MLP"))
@@ -730,10 +731,10 @@ def claim_measurements(ev: FunnelEvidence, verdicts: dict[str, str],
 
     return {
         **out,
-        "FG5": f"attention r_S {span(attn.r_s)}, MLP {span(mlp.r_s)}; {int((sub_tr.q < 0.05).sum())} of "
+        "FG5": f"Spearman r: attention {span(attn.r_s)}, MLP {span(mlp.r_s)}; {int((sub_tr.q < 0.05).sum())} of "
                f"{len(sub_tr)} sub-block couplings significant at FDR 5% (BH) (twins {int((sub_rd.q < 0.05).sum())} "
                f"of {len(sub_rd)}); {power}",
-        "FG6": f"block r_S {span(block_tr.r_s)}, {int((block_tr.q < 0.05).sum())} of {len(block_tr)} layers "
+        "FG6": f"block Spearman r {span(block_tr.r_s)}, {int((block_tr.q < 0.05).sum())} of {len(block_tr)} layers "
                f"significant at FDR 5% (BH) (twins {int((block_rd.q < 0.05).sum())} of {len(block_rd)}); {power}",
         "FG7": "verdicts FG1–FG6: " + ", ".join(f"{c} {verdicts[c]}" for c in ("FG1", "FG2", "FG3", "FG4", "FG5", "FG6"))
                + f"; at random init (single-token): full product {value_range([x.point for x in full['twins']], '.1f')} "

@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import altair as alt
+import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler
 
 from lib.methods.layer_spectra import LayerSpectra
-from lib.page.plotting import model_color, titled
+from lib.page.plotting import model_color, model_kind, titled, twin_band, twin_band_label, twin_band_layers
 from lib.page.tables import page_table
 
 __all__ = ["GAP_WEAK", "TABLE_FORMAT", "TABLE_LABELS", "radius_gap_chart", "readable_table", "takeaway"]
@@ -25,7 +26,9 @@ method on it needs more than 20 steps to shrink the rest by 10×)."""
 def radius_gap_chart(spectra_list: Sequence[LayerSpectra], *, title: str | None = None) -> alt.TopLevelMixin:
     """Two panels against layer: the spectral radius ``|λ_1|`` and the gap ratio ``|λ_next|/|λ_1|``.
 
-    One line per model; the subtitle names every model shown.
+    One line per model; random-init twins (models whose label says so, :func:`lib.page.plotting.model_kind`) are
+    one band from the least to the greatest seed with a tick at their median (:func:`lib.page.plotting.twin_band`),
+    each seed's own point on it shaped by whether its ``λ_1`` is complex. The subtitle names every model shown.
     """
     data = pd.concat([s.table for s in spectra_list], ignore_index=True)
     long = data.melt(
@@ -35,16 +38,24 @@ def radius_gap_chart(spectra_list: Sequence[LayerSpectra], *, title: str | None 
         value_name="value",
     )
     long["quantity"] = long["quantity"].map({"spectral_radius": "|λ₁| (spectral radius)", "gap_ratio": "|λₙₑₓₜ| / |λ₁|"})
-    base = alt.Chart(long).encode(
-        x=alt.X("layer:O", title="layer t (1-based)"),
-        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
-        color=model_color("model", long["model"], legend=alt.Legend(orient="bottom", columns=1)),
-    )
-    lines = base.mark_line(point=False) + base.mark_point(filled=True, size=60).encode(
-        shape=alt.Shape("lambda1_complex:N", title="λ₁ complex?", legend=alt.Legend(orient="bottom")),
-        tooltip=["model:N", "layer:O", alt.Tooltip("value:Q", format=".4f"), "lambda1_complex:N"],
-    )
-    chart = lines.properties(width=250, height=200).facet(
+    banded = twin_band(long, keys=["quantity", "layer"], values=["value"], field="model").assign(seed=False)
+    is_twin = np.array([model_kind(m) == "random" for m in long["model"]], dtype=bool)
+    if is_twin.any():  # each seed's own point too, in the band's colour: whether its λ₁ is complex is its own
+        seeds = long[is_twin].assign(band=False, seed=True, n_seeds=1)
+        seeds["model"] = twin_band_label(long["model"][is_twin].nunique())
+        banded = pd.concat([banded, seeds], ignore_index=True)
+    x = alt.X("layer:O", title="layer t (1-based)")
+    y_scale = alt.Scale(zero=False)
+    colour = model_color("model", list(dict.fromkeys(banded["model"])), legend=alt.Legend(orient="bottom", columns=1))
+    y = alt.Y("value:Q", title=None, scale=y_scale)
+    shape = alt.Shape("lambda1_complex:N", title="λ₁ complex?", legend=alt.Legend(orient="bottom"))
+    tips = ["model:N", "layer:O", alt.Tooltip("value:Q", format=".4f"), "lambda1_complex:N"]
+    own = alt.Chart().transform_filter("!datum.band && !datum.seed").encode(x=x, y=y, color=colour)
+    seed_pts = alt.Chart().transform_filter("datum.seed").mark_point(filled=True, size=35, opacity=0.9).encode(
+        x=x, y=y, color=colour, shape=shape, tooltip=tips)
+    layers = [*twin_band_layers(x, "value", colour, field="model", y_scale=y_scale, fmt=".4f"), seed_pts,
+              own.mark_line(point=False), own.mark_point(filled=True, size=60).encode(shape=shape, tooltip=tips)]
+    chart = alt.layer(*layers, data=banded).properties(width=250, height=200).facet(
         column=alt.Column("quantity:N", title=None)
     ).resolve_scale(y="independent")
     models = ", ".join(s.model for s in spectra_list)

@@ -80,8 +80,8 @@ _DESCRIPTIONS = {
              "bootstrap interval, on a single token and in context, for trained models and their twins.",
     "angle": "Per layer and Jacobian subspace, the smallest principal angle θ₁ between v₁(Fₜ) and the "
              "subspace, against the 5% quantile of chance, for trained models and their twins.",
-    "rates": "Scatter of Fₜ's gap ratio against ρ(J̄), δ_H and erank(J̄), one point per layer of each "
-             "trained model and twin.",
+    "rates": "Scatter of Fₜ's gap ratio against ρ(J̄), the Henrici departure of Ū and erank(J̄), one point per "
+             "layer of each trained model and twin.",
     "context": "Per layer, the relative difference between the single-token and the in-context Jacobian, "
                "for trained models and their twins.",
     "perturbation": "Log–log error of the single-token and the in-context Jacobian's linear prediction of a "
@@ -169,7 +169,7 @@ def angle_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
     layer and as wide as the layer's slot (its top edge spans the quantiles of the layer's series); a point inside
     it is closer than 95% of random subspaces.
     """
-    chance = "closer than chance: below the 5% quantile of random subspaces"
+    chance = "closer than 95% of random subspaces"
     data = twin_band(df, keys=["model", "target", "layer"], values=["theta"])
     order = series_order(data.series)
     x, off = alt.X("layer:O", title="layer"), alt.XOffset("series:N", sort=order)
@@ -198,7 +198,7 @@ def rates_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
     colour = _colour("kind", df.kind)
     panels = []
     for col, name, log in (("radius_J", "spectral radius ρ(J̄) (log)", True),
-                           ("delta_H", "δ_H = dep(Ū) / ‖Ū‖", False), ("erank", "erank(J̄) (log)", True)):
+                           ("delta_H", "Henrici departure dep(Ū) / ‖Ū‖", False), ("erank", "erank(J̄) (log)", True)):
         panels.append(alt.Chart(df).mark_point(filled=True).encode(
             x=alt.X("gap_ratio:Q", title="gap ratio of Fₜ", scale=alt.Scale(domain=[0, 1])),
             y=alt.Y(f"{col}:Q", title=name, scale=alt.Scale(type="log") if log else alt.Scale(zero=False)),
@@ -216,7 +216,7 @@ def gamma_chart(df: pd.DataFrame, metric: str, *, model: str, title: str | None 
     series' null (random subspaces of the same dimension), in the same units; for γ a dashed line at 1, the
     chance level. Within a model both views share the y axis.
     """
-    null = "null: 95% quantile of random subspaces (range over the series)"
+    null = "null: 95% quantile of random subspaces"
     refs = {null: NULL_COLOR}
     if metric == "gamma":
         df = df.assign(y=df.gamma / df.chance, y_lo=df.gamma_lo / df.chance, y_hi=df.gamma_hi / df.chance,
@@ -305,6 +305,13 @@ def _typeset(label: str) -> str:
     return label
 
 
+def _panel(model: str, quantity: str) -> str:
+    """A steering panel's header, ``"<model>: <view> · <what>"`` for a quantity ``"<view>: <what>"`` (the chart
+    splits it into two lines at ``" · "``)."""
+    view, sep, what = quantity.partition(": ")
+    return f"{model}: {view} · {what}" if sep else f"{model} · {quantity}"
+
+
 def steering_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
                    description: str | None = None) -> alt.TopLevelMixin:
     """Both views of the O-edit against its strength: one row per quantity, one column per model, one line
@@ -317,11 +324,12 @@ def steering_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
     data = twin_band(df, keys=["model", "quantity", "alpha"], values=["value"], field="weights")
     models, quantities = list(pd.unique(df.model)), list(pd.unique(df.quantity))
     # one panel per (quantity, model), wrapped two to a row: the grid of the desktop (a row per quantity, a column
-    # per model), and one column on a phone (book/_static/charts.js gives a wrapped facet fewer columns)
-    data["panel"] = [f"{m}: {q}" for m, q in zip(data.model, data.quantity)]
-    panels = [f"{m}: {q}" for q in quantities for m in models]
+    # per model), and one column on a phone (book/_static/charts.js gives a wrapped facet fewer columns); the
+    # header reads "model: view" over the quantity (two lines, so it is no wider than a phone's plot)
+    data["panel"] = [_panel(m, q) for m, q in zip(data.model, data.quantity)]
+    panels = [_panel(m, q) for q in quantities for m in models]
     colour = _colour("weights", data.weights)
-    x = alt.X("alpha:Q", title="edit strength α|c| / |λ₁| of the last block's F (symlog)", scale=alt.Scale(type="symlog"),
+    x = alt.X("alpha:Q", title="edit strength α|c| / |λ₁| (symlog)", scale=alt.Scale(type="symlog"),
               axis=alt.Axis(values=sorted(float(a) for a in pd.unique(df.alpha))))
     y_scale = alt.Scale(domain=[0, 1])
     own = alt.Chart().transform_filter("!datum.band").encode(x=x, color=colour, detail="weights:N")
@@ -334,7 +342,7 @@ def steering_chart(df: pd.DataFrame, *, model: str, title: str | None = None,
     chart = alt.layer(*band, ci, line, data=data).properties(width=250, height=110).facet(
         facet=alt.Facet("panel:N", title=None, sort=panels,
                         header=alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start",
-                                          labelFontWeight="bold")),
+                                          labelFontWeight="bold", labelExpr="split(datum.value, ' · ')")),
         columns=len(models))
     return _titled(chart, "steering", model, title, description)
 
@@ -517,6 +525,10 @@ def angle_findings(angles: pd.DataFrame, layers: pd.DataFrame, ctx: pd.DataFrame
                               "verdict": angle_verdict(frac_tr, frac_rd)})
 
 
+_IN_WORDS = {"δ_H": "Henrici departure"}
+"""Plain-text symbols of the chapter's tables that the Results page writes in words (Unicode has no subscript H)."""
+
+
 def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, models: str) -> Findings:
     """Section 6.3 (claim TV3): ``rt`` from :func:`lib.chapters.two_views.rate_tests`, ``power`` from
     :func:`lib.chapters.two_views.rate_power`.
@@ -568,9 +580,10 @@ def rate_findings(rates: pd.DataFrame, rt: pd.DataFrame, power: pd.DataFrame, mo
     strong = power[power.design == tr_design]
     pw_strong = float(strong.set_index("effect").power_all.get(RATE_STRONG, np.nan))
     verdict = rate_verdict(sig_tr, len(tr), power, tr_design)
-    measured = (f"within-variant Spearman of gap ratio with ρ(J̄), δ_H, erank(J̄): {tr.r.min():+.2f} "
+    measured = (f"within-variant Spearman of gap ratio with ρ(J̄), Henrici departure, erank(J̄): {tr.r.min():+.2f} "
                 f"to {tr.r.max():+.2f} trained ({int(sign.sum())} of {len(tr)} with the predicted sign; "
-                f"strongest {best['J̄ property']} in {best.model}, r = {best.r:+.2f}, p = {best.p:.3f}), "
+                f"strongest {_IN_WORDS.get(best['J̄ property'], best['J̄ property'])} in {best.model}, "
+                f"r = {best.r:+.2f}, p = {best.p:.3f}), "
                 f"{sig_tr} of {len(tr)} significant at FDR 5% (permutation null 95%: {rt.null_lo.min():+.2f} to "
                 f"{rt.null_hi.max():+.2f}); power at a planted ρ = {RATE_STRONG:.1f} with {n_layers} layers: "
                 f"{pw_strong:.2f}; random init {sig_rd} of {len(rd)} (r {rd.r.min():+.2f} to {rd.r.max():+.2f})")
@@ -687,7 +700,7 @@ def context_findings(ctx: pd.DataFrame, funnel: pd.DataFrame, pert: pd.DataFrame
         p = pert[(pert.model == key) & (pert.jacobian == "single-token") & (pert.eps == 1e-3)]
         return float(p.error.iloc[0])
 
-    measured = ("; ".join(f"{key}: ‖J_ctx − J_single‖/‖J_ctx − R‖ "
+    measured = ("; ".join(f"{key}: ‖J(in context) − J(single)‖ / ‖J(in context) − R‖ "
                           f"{value_range(ctx[(ctx.model == key) & ~ctx.random].rel_diff)} trained, "
                           f"{value_range(ctx[(ctx.model == key) & ctx.random].rel_diff)} random init" for key in keys)
                 + "; finite-perturbation error slope of the in-context Jacobian "

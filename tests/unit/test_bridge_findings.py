@@ -270,6 +270,7 @@ def test_rate_findings_numbers_and_verdicts():
     assert f.numbers["rt_p_perfect"] == f"{2 / 720:.4f}" and f.numbers["rt_p_next"] == f"{12 / 720:.3f}"
     assert f.numbers["rt_bh_lone"] == f"{0.05 / 12:.4f}" and f.numbers["rt_pw_tr_8"] == "0.30"
     assert f.numbers["rt_dir"] == "4 of 6"  # r = −1 everywhere: the predicted sign for ρ(J̄) and δ_H only
+    assert "_" not in f.claim["measured"]  # the Results page's plain text names δ_H in words (issue 28)
     null = _rates(related=False)
     rt0 = bv.rate_tests(null)
     assert bp.rate_findings(null, rt0, _power(0.9), "m").claim["verdict"] == "not reproduced"
@@ -363,6 +364,7 @@ def test_context_findings_numbers_and_verdicts():
     assert f.numbers["cx_er_MiniLM"] == "3.0 vs 5.0"
     assert f.numbers["ex_rel_first"] == ", ".join(f"{0.66 * (1 + 0.1 * t):.3f}" for t in range(6))
     assert f.claim["verdict"] == "not reproduced" and "slope of the in-context Jacobian 1.00, 1.00" in f.claim["measured"]
+    assert "‖J(in context) − J(single)‖" in f.claim["measured"] and "_" not in f.claim["measured"]  # plain text, typeset
     assert bp.context_findings(*_context(0.1), "m").claim["verdict"] == "reproduced"
 
 

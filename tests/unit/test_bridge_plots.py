@@ -61,6 +61,7 @@ def test_chart_is_in_the_books_style(name):
     assert len(spec["description"].split()) >= 8 and spec["title"]["subtitle"] == ["model: m"]
     texts = [v for n in _nodes(spec) for k, v in n.items() if k in ("title", "text") and isinstance(v, str)]
     assert not [t for t in texts if re.search(r"\\[a-zA-Z]+|[\^_]\{", t)]
+    assert not [t for t in texts if re.search(r"[^\W\d]_[^\W\d_]", t)], "a code-like subscript (δ_H) in the chart's text"
     inner = [n for n in _nodes(spec) if "facet" in n and any("data" in x for x in _nodes(n.get("spec", {})))]
     assert not inner, "a layer inside a facet brings its own data"
     for field, domain, colours in _colour_scales(spec):
@@ -73,10 +74,10 @@ def test_chart_is_in_the_books_style(name):
 
 @pytest.mark.parametrize(("name", "entry", "colour"), [
     ("share", "½: half of the update", bp.REFERENCE_COLOR),
-    ("angle", "closer than chance: below the 5% quantile of random subspaces", NULL_COLOR),
-    ("gamma", "null: 95% quantile of random subspaces (range over the series)", NULL_COLOR),
+    ("angle", "closer than 95% of random subspaces", NULL_COLOR),
+    ("gamma", "null: 95% quantile of random subspaces", NULL_COLOR),
     ("gamma", "chance level", bp.REFERENCE_COLOR),
-    ("rho", "null: 95% quantile of random subspaces (range over the series)", NULL_COLOR),
+    ("rho", "null: 95% quantile of random subspaces", NULL_COLOR),
 ])
 def test_nulls_and_references_have_a_legend_entry(name, entry, colour):
     """The reference is drawn with ``color=datum(entry)`` and its entry sits in the colour legend's scale."""
@@ -84,6 +85,21 @@ def test_nulls_and_references_have_a_legend_entry(name, entry, colour):
     scales = [dict(zip(d, c)) for _, d, c in _colour_scales(spec)]
     assert any(s.get(entry) == colour for s in scales), scales
     assert any(isinstance(n.get("color"), dict) and n["color"].get("datum") == entry for n in _nodes(spec))
+
+
+@pytest.mark.parametrize("name", CHARTS)
+def test_legend_entries_and_panel_headers_fit_a_phone(name):
+    """Issue 28: on a phone (a 320 px output box) a legend lists its entries one a line under the plot, and a
+    panel's header stands over its plot: an entry of 45 characters or more (about 290 px at 11 px) or a header
+    line of 42 or more (12 px bold) made Figs 6.2, 6.4, 6.5 and 6.8 scroll sideways in their box."""
+    spec = CHARTS[name]().to_dict()
+    entries = {str(d) for _, domain, _ in _colour_scales(spec) for d in domain}
+    assert not [e for e in entries if len(e) >= 45], entries
+    if name == "steering":
+        long = bp.steering_long(_steer(0.7, 0.1), bv.STEERING_QUANTITIES)
+        lines = [line for m in ("all-MiniLM-L6-v2", "book-decoder") for q in long.quantity.unique()
+                 for line in bp._panel(m, bp._typeset(q)).split(" · ")]
+        assert max(map(len, lines)) < 42, lines
 
 
 def test_series_order_puts_trained_first():

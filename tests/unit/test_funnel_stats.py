@@ -4,6 +4,8 @@ bootstrap and the controls (lib.methods.funnel), the trend test, the frames and 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -441,15 +443,17 @@ def test_claim_measurements_quote_the_numbers_the_verdicts_use():
     v = fs.claim_verdicts(ev)
     m = fp.claim_measurements(ev, v)
     assert set(m) == set(v)
-    assert m["FG1"].startswith("f_C 0.85 (Ginibre 0.93); trained slope ") and "(flat); twins flat, flat" in m["FG1"]
+    assert m["FG1"].startswith("complex fraction 0.85 (Ginibre 0.93); trained slope ") and "(flat); twins flat, flat" in m["FG1"]
     assert m["FG3"].startswith("full product [paper]: trained 60.0 [59.0, 61.0] of 128 vs twins 21.0–22.0 "
                                "(higher: not reproduced; erank J̄₁ 3.0, twins 48.0)")
     assert m["FG3"].endswith("[secondary]: trained 118.0 [117.0, 119.0] vs twins 27.0–30.0 (higher: not reproduced)")
     assert m["FG4"].startswith("Schur-normal / as measured: full product 3.00 [2.00, 4.00] (not reproduced;")
     assert m["FG4"].endswith("(not reproduced: no narrowing there to remove)")
     assert "0 of 12 sub-block couplings" in m["FG5"] and "(twins 0 of 24)" in m["FG5"]
-    assert m["FG5"].endswith("power 22% at r_S ≈ 0.16") and "0 of 6 layers" in m["FG6"]
+    assert m["FG5"].endswith("power 22% at Spearman r ≈ 0.16") and "0 of 6 layers" in m["FG6"]
     assert m["FG7"].startswith("verdicts FG1–FG6: FG1 not reproduced,")
+    # the Results page shows these as plain text: symbols in words, not code (f_C, δ_H, r_rot, r_S; issue 28)
+    assert not [x for x in m.values() if re.search(r"[^\W\d]_[^\W\d_]", x)], m
     frame = fp.verdict_frame(CLAIMS, v, m)
     assert list(frame.claim) == [f"FG{i}" for i in range(1, 8)]
     assert list(frame.columns) == ["claim", "paper's claim", "measured (book-decoder)", "verdict"]
@@ -563,7 +567,8 @@ def test_claim_verdicts_combine_the_in_context_reading():
     assert both["FG5"] == alone["FG5"] and both["FG6"] == alone["FG6"]
     assert both["FG7"] == "partly reproduced"
     m = fp.claim_measurements(st, both, in_context=ic)
-    assert m["FG1"].startswith("single-token (not reproduced): f_C ") and ". In context (reproduced): f_C " in m["FG1"]
+    assert m["FG1"].startswith("single-token (not reproduced): complex fraction ") and (
+        ". In context (reproduced): complex fraction " in m["FG1"])
     assert m["FG5"] == fp.claim_measurements(st, both)["FG5"]
 
 

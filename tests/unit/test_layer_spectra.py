@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lib.errors import InputError
@@ -101,3 +102,29 @@ def test_chapter_0_takeaway_is_decided_by_the_numbers_not_typed():
     assert "in 1 of them λ₁ is complex" in t["not_held"] and "nothing to work with" in t["so"]
     none_held = takeaway(LayerSpectra(_diag_stack(["c", 0.5]), "R"), wide, model="R")
     assert none_held["held"] == "nothing of the above"
+
+
+def test_radius_gap_chart_draws_the_twins_as_one_band():
+    """Issue 28: the random-init twins of Figs 0.x and 3.1 are one band ("random init, 3 seeds") in one colour with
+    each seed's point on it, not three near-identical orange and brown lines; trained keeps the book's blue."""
+    from types import SimpleNamespace
+
+    from lib.page.layer_spectra import radius_gap_chart
+    from lib.page.plotting import RANDOM_COLORS, TRAINED_COLOR
+
+    def spectra(model: str, radius: float) -> SimpleNamespace:
+        return SimpleNamespace(model=model, table=pd.DataFrame({
+            "model": model, "layer": np.arange(1, 4), "spectral_radius": radius + 0.01 * np.arange(3),
+            "gap_ratio": 0.9, "lambda1_complex": [False, True, False]}))
+
+    twins = [spectra(f"m (random init, seed {s})", 0.2 + 0.01 * s) for s in range(3)]
+    spec = radius_gap_chart([spectra("m (trained)", 1.5), *twins]).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    assert {r["model"] for r in rows} == {"m (trained)", "random init, 3 seeds"}
+    band = [r for r in rows if r["band"]]
+    assert len(band) == 6 and all(r["value_min"] <= r["value"] <= r["value_max"] for r in band)
+    assert sum(r["seed"] for r in rows) == 3 * 3 * 2  # every seed's point, both panels
+    scales = [s for s in (n.get("encoding", {}).get("color", {}).get("scale") for n in spec["spec"]["layer"]) if s]
+    assert scales and all(dict(zip(s["domain"], s["range"])) == {"m (trained)": TRAINED_COLOR,
+                                                                  "random init, 3 seeds": RANDOM_COLORS[0]}
+                          for s in scales)
