@@ -57,6 +57,7 @@ __all__ = [
     "jacobian_estimate",
     "load_failure_message",
     "random_albert",
+    "resamples_for_shape",
     "selected_models",
     "time_warning",
     "try_load",
@@ -276,9 +277,17 @@ def bootstrap_resamples(model: SpectralModel, n_twins: int, *, wanted: int = 200
     allows, never fewer than ``least``. The count depends only on the model's width and depth, never on a timing,
     so the same model gets the same resamples on every machine (the book's stand-ins: ``wanted``).
     """
+    return resamples_for_shape(model.d_model, model.n_layers, n_twins, wanted=wanted, least=least, budget=budget,
+                               protocols=protocols)
+
+
+def resamples_for_shape(d: int, n_layers: int, n_twins: int, *, wanted: int = 200, least: int = LEAST_RESAMPLES,
+                        budget: float = BOOTSTRAP_BUDGET, protocols: int = 2) -> int:
+    """:func:`bootstrap_resamples` from a model's width ``d`` and depth alone (for a model not loaded, e.g. from its
+    public configuration)."""
     if not 1 <= least <= wanted:
         raise ValueError(f"need 1 ≤ least ≤ wanted, got least={least}, wanted={wanted}")
-    per = bootstrap_decompositions(model.d_model, model.n_layers, 1 + n_twins, protocols=protocols)
+    per = bootstrap_decompositions(d, n_layers, 1 + n_twins, protocols=protocols)
     return int(min(wanted, max(least, budget // per)))
 
 

@@ -412,3 +412,19 @@ def test_bootstrap_decompositions_count_what_the_chapter_runs(monkeypatch):
 
     per_resample = decompositions(3) - decompositions(2)
     assert per_resample == paper.bootstrap_decompositions(512, L, len(jac), protocols=1) == 9 * 6
+
+
+def test_cpu_decoder_work_known_answers():
+    """A 9-layer d = 512 model with one twin on 10 prompts: 2 · (2 · 2 + 3) · 10 = 140 decompositions per resample,
+    40000 // 140 = 285 > 200, so the book's 200 resamples; the times follow the two measured rates."""
+    from lib.chapters import jacobian_funnel as fs
+
+    row = fs.cpu_decoder_work([("x", 512, 1024, 9)], prompts=10, twins=1, cores=2).iloc[0]
+    assert row["resamples"] == 200 and row["decompositions (thousands)"] == pytest.approx(201 * 140 / 1e3)
+    jac = 2 * 10 * 9 * (2 * 512**2 * 1024 + 2 * 512**3) / fs.JACOBIAN_CPU_RATE
+    boot = 201 * 140 * fs.DECOMPOSITION_CPU_S
+    assert row["CPU min"] == pytest.approx((jac + boot) / 60)
+    assert row["min on 2 cores"] == pytest.approx((jac + boot / 2) / 60)
+    assert row["per-prompt Jacobians (GB)"] == pytest.approx(2 * 2 * 9 * 10 * 512**2 * 4 / 1e9)
+    smol = fs.cpu_decoder_work().iloc[0]  # the published site's run
+    assert smol["model"] == "HuggingFaceTB/SmolLM2-135M" and smol["resamples"] == 41
