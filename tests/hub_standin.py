@@ -127,7 +127,8 @@ def _tokenizer(family: str):
 def _config(family: str, vocab_size: int, eos: int | None):
     """A tiny config of ``family`` (d = 32); ``eos``: the decoders' end-of-text token. The decoders of
     :data:`REAL_DECODERS` have four layers, so Gemma-2's alternation of sliding-window and global layers repeats."""
-    from transformers import AlbertConfig, BertConfig, Gemma2Config, GPT2Config, GPTNeoConfig, LlamaConfig, Olmo2Config
+    from transformers import (AlbertConfig, BertConfig, Gemma2Config, GPT2Config, GPTNeoConfig, LlamaConfig,
+                              Olmo2Config)
 
     positions = 512
     decoder = dict(vocab_size=vocab_size, max_position_embeddings=positions, hidden_size=32, intermediate_size=64,

@@ -10,8 +10,9 @@ frames for the charts of :mod:`lib.page.jacobian_funnel` (:func:`depth_frame`, :
 :func:`lib.stats.trend_test` turns bootstrap replicates of a per-layer metric into an OLS slope against relative
 depth with a percentile interval; :func:`trend_verdict` and :func:`compare_with_twins` decide from the
 intervals alone, never from a fixed threshold on a point estimate, and :func:`claim_verdicts` decides FG1–FG7
-from a :class:`FunnelEvidence`. The page's tables and the Results page's phrases are in
-:mod:`lib.page.jacobian_funnel`.
+from a :class:`FunnelEvidence`. Section 4.9's work tables: :func:`paper_model_work` (the paper's models on GPUs)
+and :func:`cpu_decoder_work` (small real decoders on CPUs, :data:`CPU_DECODERS`). The page's tables and the Results
+page's phrases are in :mod:`lib.page.jacobian_funnel`.
 """
 
 from __future__ import annotations

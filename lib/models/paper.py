@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALBERT_SIZES",
+    "BOOK_RESAMPLES",
     "BOOTSTRAP_BUDGET",
     "LEAST_RESAMPLES",
     "MODEL_LIST_ENV",
@@ -239,6 +240,10 @@ def jacobian_estimate(model: SpectralModel, n_prompts: int, n_twins: int, *, n_b
     return line + "."
 
 
+BOOK_RESAMPLES = 200
+"""The prompt-bootstrap resamples of chapter 4 on the book's models [ours]: :func:`bootstrap_resamples` gives them
+to any model whose work fits :data:`BOOTSTRAP_BUDGET`."""
+
 LEAST_RESAMPLES = 40
 """The fewest prompt-bootstrap resamples :func:`bootstrap_resamples` gives [ours]: with ``B`` resamples a 95%
 percentile interval's ends are the ``0.025 · B``-th smallest and largest replicates, at least the first from each
@@ -270,8 +275,8 @@ def bootstrap_decompositions(d: int, n_layers: int, n_models: int, *, protocols:
     return protocols * (2 * n_models + 3) * (n_layers + 1) * (d / 512) ** 3
 
 
-def bootstrap_resamples(model: SpectralModel, n_twins: int, *, wanted: int = 200, least: int = LEAST_RESAMPLES,
-                        budget: float = BOOTSTRAP_BUDGET, protocols: int = 2) -> int:
+def bootstrap_resamples(model: SpectralModel, n_twins: int, *, wanted: int = BOOK_RESAMPLES,
+                        least: int = LEAST_RESAMPLES, budget: float = BOOTSTRAP_BUDGET, protocols: int = 2) -> int:
     """Prompt-bootstrap resamples for chapter 4's sweeps of ``model`` and ``n_twins`` twins [ours]: ``wanted`` when
     ``wanted`` resamples cost at most ``budget`` (:func:`bootstrap_decompositions`), else as many as the budget
     allows, never fewer than ``least``. The count depends only on the model's width and depth, never on a timing,
@@ -281,8 +286,8 @@ def bootstrap_resamples(model: SpectralModel, n_twins: int, *, wanted: int = 200
                                protocols=protocols)
 
 
-def resamples_for_shape(d: int, n_layers: int, n_twins: int, *, wanted: int = 200, least: int = LEAST_RESAMPLES,
-                        budget: float = BOOTSTRAP_BUDGET, protocols: int = 2) -> int:
+def resamples_for_shape(d: int, n_layers: int, n_twins: int, *, wanted: int = BOOK_RESAMPLES,
+                        least: int = LEAST_RESAMPLES, budget: float = BOOTSTRAP_BUDGET, protocols: int = 2) -> int:
     """:func:`bootstrap_resamples` from a model's width ``d`` and depth alone (for a model not loaded, e.g. from its
     public configuration)."""
     if not 1 <= least <= wanted:
