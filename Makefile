@@ -20,7 +20,7 @@ MATHJAX := .vendor/mathjax/tex-mml-chtml.js
 AXE_VERSION := 4.14.1
 AXE := .vendor/axe-core/axe.min.js
 
-.PHONY: book pdf test lab student course colab bench vendor linkcheck browser-deps clean report
+.PHONY: book pdf test lab student course colab bench vendor linkcheck browser-deps clean report real-decoders
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -96,14 +96,32 @@ colab: $(STAMP)
 ## modules, as a site in the book's theme with its own Results and About pages: _build/report/<model slug>/.
 ## The hub is open to it (only a MODEL that is a hub id is fetched; the chapters' own models stay offline);
 ## REPORT_HUB_OFFLINE=1 keeps it closed (a hub id must then be in the local cache)
+## CHAPTERS="04_jacobian_funnel" runs only those chapters (after the exactness checks)
 MODEL ?=
 REPORT_HUB_OFFLINE ?= 0
 DEVICE ?= cpu
 PROMPTS ?=
+CHAPTERS ?=
 report: $(STAMP) $(MATHJAX)
 	@test -n "$(MODEL)" || { echo "make report: give the model, e.g. make report MODEL=minilm (an offline alias, a checkpoint folder or a hub id)" >&2; exit 2; }
 	HF_HUB_OFFLINE=$(REPORT_HUB_OFFLINE) TRANSFORMERS_OFFLINE=$(REPORT_HUB_OFFLINE) \
-	  $(PY) -m tools.report --model "$(MODEL)" --device "$(DEVICE)" $(if $(PROMPTS),--prompts "$(PROMPTS)")
+	  $(PY) -m tools.report --model "$(MODEL)" --device "$(DEVICE)" $(if $(PROMPTS),--prompts "$(PROMPTS)") \
+	  $(if $(CHAPTERS),--chapters $(CHAPTERS))
+
+## make real-decoders (after make book; needs the network): the published site's real decoder, `make report` on
+## REAL_DECODER (lib.chapters.jacobian_funnel.CPU_DECODERS' first) with chapter 4 only, on the first
+## REAL_DECODER_PROMPTS grammar stories (the chapter's own prompts, fewer), copied into the site at
+## _build/html/reports/<model slug>/, where chapter 4's section 4.9 links it. Its time and memory are estimated in
+## section 4.9 (lib.chapters.jacobian_funnel.cpu_decoder_work).
+REAL_DECODER ?= HuggingFaceTB/SmolLM2-135M
+REAL_DECODER_PROMPTS ?= 16
+real-decoders: $(STAMP) $(MATHJAX)
+	mkdir -p _build _build/html/reports
+	$(PY) -c "from lib.models.decoder.language import prompts; print(*prompts($(REAL_DECODER_PROMPTS)), sep='\n')" \
+	  > _build/real-decoder-prompts.txt
+	$(MAKE) report MODEL="$(REAL_DECODER)" PROMPTS=_build/real-decoder-prompts.txt CHAPTERS=04_jacobian_funnel
+	slug=$$($(PY) -c "from tools.report import model_slug; print(model_slug('$(REAL_DECODER)'))") && \
+	  rm -rf "_build/html/reports/$$slug" && cp -r "_build/report/$$slug" _build/html/reports/
 
 ## make bench: benchmarks (not tests); prints tables and writes benchmarks/results.json
 ## (options: make bench BENCH_ARGS="--quick --threads 1 --chapters")

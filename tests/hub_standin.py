@@ -13,13 +13,15 @@ hub. It speaks the part of the protocol that ``huggingface_hub`` 2.x uses to dow
   the way the hub hands large files to its storage;
 * errors as the hub writes them: an unknown id is ``404`` with ``X-Error-Code: RepoNotFound``; a
   gated repo lists its files but answers ``401`` (no token) or ``403`` (a token without access) with
-  ``X-Error-Code: GatedRepo`` for every file; an unknown revision or file is ``RevisionNotFound`` /
-  ``EntryNotFound``.
+  ``X-Error-Code: GatedRepo`` for every file, and serves them to a token given access (``tokens``); an unknown
+  revision or file is ``RevisionNotFound`` / ``EntryNotFound``.
 
 Every request is logged (:attr:`HubStandin.log`), so a test can tell a download from a cache hit.
 :func:`build_checkpoint` writes the tiny checkpoints: a random-initialised model of the family saved
 from its pretraining class (as the hub's checkpoints are, so their weights carry the head and the
 base-model prefix) with a tokenizer of the family's own class, trained on the book's prompts.
+:data:`REAL_DECODERS` are the small real decoders the published site runs (chapter 4), each served as a tiny
+checkpoint with its real config's shape features (:func:`build_checkpoint`).
 
 Run ``python tests/hub_standin.py`` to serve the paper's ids by hand (it prints the ``HF_ENDPOINT`` to use).
 """
@@ -37,12 +39,15 @@ from urllib.parse import unquote, urlsplit
 
 __all__ = [
     "GATED_ID",
+    "GEMMA_TOKEN",
     "MISSING_ID",
     "PAPER_FAMILIES",
+    "REAL_DECODERS",
     "HubStandin",
     "Request",
     "build_checkpoint",
     "build_paper_checkpoints",
+    "build_real_decoder_checkpoints",
 ]
 
 PAPER_FAMILIES: dict[str, str] = {
@@ -55,6 +60,20 @@ PAPER_FAMILIES: dict[str, str] = {
     "EleutherAI/gpt-neo-125m": "gpt_neo",
 }
 """The papers' hub ids (``lib.models.paper.PAPER_MODELS``) and the family each checkpoint belongs to."""
+
+REAL_DECODERS: dict[str, str] = {
+    "HuggingFaceTB/SmolLM2-135M": "llama",
+    "allenai/OLMo-2-0425-1B": "olmo2",
+    "google/gemma-2-2b": "gemma2",
+}
+"""The small real decoders of the published site's chapter 4 and the family of each. Their stand-ins keep the real
+configs' shape features at d = 32 (:func:`_config`): SmolLM2 ties its input and output embeddings and uses
+grouped-query attention; OLMo-2 normalises queries and keys (QK-norm) and the sublayers' outputs; Gemma-2 ties its
+embeddings, soft-caps the attention scores and the final logits, and alternates sliding-window and global layers.
+Gemma-2 is gated on the hub, and so is its stand-in: only :data:`GEMMA_TOKEN` may fetch it."""
+
+GEMMA_TOKEN = "hf_standin_gemma_access"
+"""The token the stand-in gives access to ``google/gemma-2-2b`` (as a reader who accepted Gemma's licence)."""
 
 GATED_ID = "meta-llama/Llama-3.2-1B"
 """A gated repo (as on the hub): its files are listed, but fetching one needs accepted access."""
@@ -93,7 +112,7 @@ def _tokenizer(family: str):
             vocab_size=size, special_tokens=["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"], unk_token="<unk>",
             show_progress=False))
         return AlbertTokenizer(vocab=[(piece, score) for piece, score in json.loads(tok.to_str())["model"]["vocab"]])
-    if family in ("gpt2", "gpt_neo"):
+    if family in ("gpt2", "gpt_neo", "llama", "olmo2", "gemma2"):  # SmolLM2 and OLMo-2 have byte-level BPEs too
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.train_from_iterator(corpus, trainers.BpeTrainer(
@@ -106,10 +125,23 @@ def _tokenizer(family: str):
 
 
 def _config(family: str, vocab_size: int, eos: int | None):
-    """A tiny config of ``family`` (d = 32); ``eos``: the GPT families' end-of-text token."""
-    from transformers import AlbertConfig, BertConfig, GPT2Config, GPTNeoConfig
+    """A tiny config of ``family`` (d = 32); ``eos``: the decoders' end-of-text token. The decoders of
+    :data:`REAL_DECODERS` have four layers, so Gemma-2's alternation of sliding-window and global layers repeats."""
+    from transformers import (AlbertConfig, BertConfig, Gemma2Config, GPT2Config, GPTNeoConfig, LlamaConfig,
+                              Olmo2Config)
 
     positions = 512
+    decoder = dict(vocab_size=vocab_size, max_position_embeddings=positions, hidden_size=32, intermediate_size=64,
+                   num_hidden_layers=4, num_attention_heads=4, bos_token_id=eos, eos_token_id=eos,
+                   pad_token_id=eos)
+    if family == "llama":  # SmolLM2: tied embeddings, grouped-query attention
+        return LlamaConfig(**decoder, num_key_value_heads=2, tie_word_embeddings=True, rope_theta=100000.0)
+    if family == "olmo2":  # QK-norm and output norms (the family's own), untied embeddings
+        return Olmo2Config(**decoder, num_key_value_heads=4, tie_word_embeddings=False, rope_theta=500000.0)
+    if family == "gemma2":  # soft-capping, sliding window on alternate layers, tied embeddings
+        return Gemma2Config(**decoder, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16,
+                            sliding_window=4, attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+                            tie_word_embeddings=True)
     if family == "bert":
         return BertConfig(vocab_size=vocab_size, max_position_embeddings=positions, hidden_size=32,
                           num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
@@ -129,8 +161,8 @@ def _config(family: str, vocab_size: int, eos: int | None):
 def build_checkpoint(family: str, folder: Path, seed: int = 0) -> Path:
     """Save a tiny random-initialised checkpoint of ``family`` with its tokenizer in ``folder``.
 
-    The model is saved from its pretraining class (ALBERT and BERT: masked LM, GPT-2 and GPT-Neo: causal
-    LM), as the hub's checkpoints are; ALBERT keeps only ``tokenizer.json`` (its hub repos have no
+    The model is saved from its pretraining class (ALBERT and BERT: masked LM, the decoders: causal LM), as the
+    hub's checkpoints are; ALBERT keeps only ``tokenizer.json`` (its hub repos have no
     ``tokenizer_config.json``, so the tokenizer class comes from ``config.json``).
     """
     import torch
@@ -139,13 +171,20 @@ def build_checkpoint(family: str, folder: Path, seed: int = 0) -> Path:
     tokenizer = _tokenizer(family)
     config = _config(family, vocab_size=len(tokenizer), eos=tokenizer.eos_token_id)
     torch.manual_seed(seed)
-    head = AutoModelForCausalLM if family in ("gpt2", "gpt_neo") else AutoModelForMaskedLM
+    head = AutoModelForMaskedLM if family in ("bert", "albert") else AutoModelForCausalLM
     folder.mkdir(parents=True, exist_ok=True)
     head.from_config(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     if family == "albert":
         (folder / "tokenizer_config.json").unlink()
     return folder
+
+
+def build_real_decoder_checkpoints(root: Path) -> dict[str, Path]:
+    """One tiny checkpoint per id of :data:`REAL_DECODERS` (serve ``google/gemma-2-2b`` gated, with
+    ``tokens=[GEMMA_TOKEN]``)."""
+    return {hub_id: build_checkpoint(family, root / hub_id.replace("/", "--"), seed=seed)
+            for seed, (hub_id, family) in enumerate(REAL_DECODERS.items())}
 
 
 def build_paper_checkpoints(root: Path) -> dict[str, Path]:
@@ -219,12 +258,14 @@ class HubStandin:
     Args:
         repos: hub id -> folder whose files the repo serves (subfolders included).
         gated: ids among ``repos`` whose files need accepted access.
+        tokens: tokens that were given access to every gated repo (sent as ``Authorization: Bearer <token>``).
 
     Use as a context manager (or :meth:`start` / :meth:`stop`); :attr:`endpoint` is the ``HF_ENDPOINT``.
     """
 
-    def __init__(self, repos: Mapping[str, Path], gated: Collection[str] = ()) -> None:
+    def __init__(self, repos: Mapping[str, Path], gated: Collection[str] = (), tokens: Collection[str] = ()) -> None:
         self.repos = {rid: _Repo(rid, Path(folder), rid in gated) for rid, folder in repos.items()}
+        self.authorized = {f"Bearer {t}" for t in tokens}
         self.blobs = {_sha256(data): data for r in self.repos.values() for p, data in r.files.items() if r.is_lfs(p)}
         self.log: list[Request] = []
         self._lock = threading.Lock()
@@ -354,7 +395,7 @@ def _handler_for(hub: HubStandin) -> type[BaseHTTPRequestHandler]:
             if repo is None or not self._revision_ok(repo, revision, head):
                 return
             commit = {"X-Repo-Commit": repo.sha}
-            if repo.gated:
+            if repo.gated and self.headers.get("Authorization") not in hub.authorized:
                 if self.headers.get("Authorization"):
                     status, message = 403, (f"Access to model {repo_id} is restricted and you are not in the "
                                             f"authorized list. Visit {hub.endpoint}/{repo_id} to ask for access.")

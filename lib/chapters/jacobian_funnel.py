@@ -10,8 +10,9 @@ frames for the charts of :mod:`lib.page.jacobian_funnel` (:func:`depth_frame`, :
 :func:`lib.stats.trend_test` turns bootstrap replicates of a per-layer metric into an OLS slope against relative
 depth with a percentile interval; :func:`trend_verdict` and :func:`compare_with_twins` decide from the
 intervals alone, never from a fixed threshold on a point estimate, and :func:`claim_verdicts` decides FG1–FG7
-from a :class:`FunnelEvidence`. The page's tables and the Results page's phrases are in
-:mod:`lib.page.jacobian_funnel`.
+from a :class:`FunnelEvidence`. Section 4.9's work tables: :func:`paper_model_work` (the paper's models on GPUs)
+and :func:`cpu_decoder_work` (small real decoders on CPUs, :data:`CPU_DECODERS`). The page's tables and the Results
+page's phrases are in :mod:`lib.page.jacobian_funnel`.
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ if TYPE_CHECKING:
     from lib.models import SpectralModel
 
 __all__ = [
+    "CPU_DECODERS",
+    "DECOMPOSITION_CPU_S",
     "DEPTH_METRICS",
     "FUNNEL_READINGS",
     "JACOBIAN_CLAIMS",
+    "JACOBIAN_CPU_RATE",
     "METRIC_LABELS",
     "PAPER_MODELS",
     "PRODUCTS",
@@ -48,6 +52,7 @@ __all__ = [
     "combine_verdicts",
     "compare_with_twins",
     "control_verdict",
+    "cpu_decoder_work",
     "depth_frame",
     "depth_trends",
     "end_to_end_in_context",
@@ -693,6 +698,49 @@ def paper_model_work(models: Sequence[tuple[str, int, int, int, float]] = PAPER_
                      f"GPUs of {GPU_MEMORY_GB:.0f} GB": gpus,
                      f"Jacobian work, {prompts} prompts (PFLOP)": work / 1e15,
                      f"at {rate / 1e12:.0f} TFLOP/s per GPU (min, assumed rate)": work / rate / 60 / gpus})
+    return pd.DataFrame(rows)
+
+
+CPU_DECODERS: tuple[tuple[str, int, int, int], ...] = (
+    ("HuggingFaceTB/SmolLM2-135M", 576, 1536, 30),
+    ("HuggingFaceTB/SmolLM2-360M", 960, 2560, 32),
+    ("allenai/OLMo-2-0425-1B", 2048, 8192, 16),
+    ("google/gemma-2-2b", 2304, 9216, 26),
+)
+"""Small trained decoders of the paper's families, from their public configurations: ``(hub id, d, MLP width,
+layers)``. The published site runs chapter 4 on the first on a hosted CPU runner (:func:`cpu_decoder_work`)."""
+
+DECOMPOSITION_CPU_S = 0.072
+"""CPU seconds per float64 decomposition of a ``512 × 512`` matrix in chapter 4's bootstrap
+(:func:`lib.models.paper.bootstrap_decompositions`), measured on the book's machine at SmolLM2-135M's shape
+(d = 576, 30 layers; 35 CPU-s per resample of four models, one protocol) [ours]."""
+
+JACOBIAN_CPU_RATE = 16e9
+"""Closed-form FLOPs (:func:`lib.jacobians.single_token.flops`) per CPU second of chapter 4's two Jacobian sweeps
+together (single-token with the attention and MLP sub-blocks, and in context), measured on the book's machine at
+SmolLM2-135M's shape (2.6 CPU-s per model and prompt) [ours]."""
+
+
+def cpu_decoder_work(models: Sequence[tuple[str, int, int, int]] = CPU_DECODERS, prompts: int = 16,
+                     twins: int = 3, cores: int = 4) -> pd.DataFrame:
+    """Chapter 4 on each model of ``models`` and ``twins`` random-init twins on ``prompts`` prompts, on CPUs: the
+    prompt-bootstrap resamples it gets (:func:`lib.models.paper.resamples_for_shape`), the float64 decompositions
+    they take (thousands of ``512 × 512`` ones), the memory of the per-prompt Jacobians both protocols keep
+    (float32), and the time at this machine's measured rates (:data:`DECOMPOSITION_CPU_S`,
+    :data:`JACOBIAN_CPU_RATE`): in CPU minutes, and in minutes on ``cores`` cores, where the bootstrap's
+    decompositions run one per core (:func:`lib.parallel.map_matrices`) and the Jacobians on one thread."""
+    from lib.jacobians.single_token import flops
+    from lib.models.paper import bootstrap_decompositions, resamples_for_shape
+
+    rows = []
+    for name, d, d_ff, L in models:
+        n = 1 + twins
+        B = resamples_for_shape(d, L, twins)
+        work = (B + 1) * bootstrap_decompositions(d, L, n)
+        boot_s, jac_s = work * DECOMPOSITION_CPU_S, n * flops(d, d_ff, prompts=prompts, layers=L) / JACOBIAN_CPU_RATE
+        rows.append({"model": name, "d": d, "layers": L, "resamples": B, "decompositions (thousands)": work / 1e3,
+                     "per-prompt Jacobians (GB)": 2 * n * L * prompts * d * d * 4 / 1e9,
+                     "CPU min": (boot_s + jac_s) / 60, f"min on {cores} cores": (boot_s / cores + jac_s) / 60})
     return pd.DataFrame(rows)
 
 

@@ -13,7 +13,8 @@
   architecture-only control.
 * :func:`estimate_seconds` / :func:`time_warning`: a run time calibrated on this machine, and a warning before a
   long CPU run; :func:`jacobian_estimate` does the same for a chapter's Jacobian sweep (chapters 4 and 6), and
-  refuses one whose per-prompt Jacobians would not fit in memory; :func:`best_device` picks the device of the forward passes (every eig stays on the CPU).
+  refuses one whose per-prompt Jacobians would not fit in memory; :func:`bootstrap_resamples` chooses chapter 4's
+  prompt-bootstrap resamples from the work they cost (:data:`BOOTSTRAP_BUDGET`); :func:`best_device` picks the device of the forward passes (every eig stays on the CPU).
 
 Chapter 3's analysis of a loaded checkpoint is :func:`lib.chapters.real_models.run_paper_model`.
 """
@@ -41,17 +42,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALBERT_SIZES",
+    "BOOK_RESAMPLES",
+    "BOOTSTRAP_BUDGET",
+    "LEAST_RESAMPLES",
     "MODEL_LIST_ENV",
     "PAPER_MODELS",
     "ModelSpec",
     "albert_config",
     "albert_config_dir",
     "best_device",
+    "bootstrap_decompositions",
+    "bootstrap_resamples",
     "estimate_seconds",
     "forward_estimate",
     "jacobian_estimate",
     "load_failure_message",
     "random_albert",
+    "resamples_for_shape",
     "selected_models",
     "time_warning",
     "try_load",
@@ -208,13 +215,14 @@ def forward_estimate(model: SpectralModel, n_passes: int, *, tokens: int = 16) -
 def jacobian_estimate(model: SpectralModel, n_prompts: int, n_twins: int, *, n_boot: int = 0,
                       parts: bool = False) -> str:
     """One line: the estimated time of a single-token Jacobian sweep of ``model`` and ``n_twins`` random-init twins
-    on ``n_prompts`` prompts, with ``n_boot`` bootstrap resamples of the per-layer eigenvalue metrics; refused up
+    on ``n_prompts`` prompts, with ``n_boot`` bootstrap resamples of the per-layer metrics and funnels; refused up
     front (:class:`lib.errors.ModelTooLargeError`, via :func:`lib.memory.require`) when the kept per-prompt
     Jacobians (float32, ``(1 + n_twins) · L · P · d²`` numbers) would not fit in this machine's memory.
 
     The time scales the calibration of :func:`estimate_seconds`: about ``6 · d³`` flops per prompt and layer for the
-    closed-form block Jacobian (three times that with the attention and MLP ``parts``), and one float64 ``d × d``
-    eigendecomposition per layer, model and resample (the ``n_boot + 1`` mean Jacobians).
+    closed-form block Jacobian (three times that with the attention and MLP ``parts``), and the float64 ``d × d``
+    decompositions of the ``n_boot + 1`` mean Jacobians counted by :func:`bootstrap_decompositions` (one protocol),
+    each at the time of one eig.
     """
     from lib.memory import require
 
@@ -223,12 +231,69 @@ def jacobian_estimate(model: SpectralModel, n_prompts: int, n_twins: int, *, n_b
             f"({L} layers × {n_prompts} prompts at d = {d})",
             "Use fewer prompts (a text file in `prompts`) or fewer `twin_seeds`.")
     r = _calibrate()
-    secs = n * L * (r["flop_s"] * 6 * d**3 * n_prompts * (3 if parts else 1) + r["eig_s"] * (d / 512) ** 3 * (n_boot + 1))
+    secs = (n * L * r["flop_s"] * 6 * d**3 * n_prompts * (3 if parts else 1)
+            + r["eig_s"] * bootstrap_decompositions(d, L, n, protocols=1) * (n_boot + 1))
     line = (f"{model.label}: d = {d}, {L} layers; Jacobians of it and {n_twins} twins on {n_prompts} prompts with "
             f"{n_boot} resamples, about {secs / 60:.1f} min on this machine (a rough estimate)")
     if secs > 600:
         line += "; to shorten it: fewer prompts (a text file in `prompts`) or fewer `twin_seeds`"
     return line + "."
+
+
+BOOK_RESAMPLES = 200
+"""The prompt-bootstrap resamples of chapter 4 on the book's models [ours]: :func:`bootstrap_resamples` gives them
+to any model whose work fits :data:`BOOTSTRAP_BUDGET`."""
+
+LEAST_RESAMPLES = 40
+"""The fewest prompt-bootstrap resamples :func:`bootstrap_resamples` gives [ours]: with ``B`` resamples a 95%
+percentile interval's ends are the ``0.025 · B``-th smallest and largest replicates, at least the first from each
+end only when ``B ≥ 40``."""
+
+BOOTSTRAP_BUDGET = 40_000
+"""The work chapter 4's prompt bootstrap may take before :func:`bootstrap_resamples` draws fewer than the 200
+resamples of the book [ours], in float64 decompositions of a ``512 × 512`` matrix (:func:`bootstrap_decompositions`).
+An eig of that size takes about 0.1 s on one core of the book's machine, so the budget is about an hour of one core;
+the book's stand-ins use about 1 % of it, a 30-layer model at ``d = 576`` (SmolLM2-135M) with three twins all of it
+at 41 resamples."""
+
+
+def bootstrap_decompositions(d: int, n_layers: int, n_models: int, *, protocols: int = 2) -> float:
+    """The float64 decompositions of one prompt-bootstrap resample of chapter 4, in units of one ``512 × 512``
+    decomposition (a ``d × d`` one counts ``(d / 512)³``, as LAPACK's work grows; an SVD's values cost less than an
+    eig, a real Schur form a little more: each counts as one).
+
+    Per protocol (single-token; in context) and resample, as chapter 4 calls them: the trained model takes, for each
+    of its ``L`` mean Jacobians, an eig and an SVD (:func:`lib.linalg.nonnormal.spectral_metrics`), the SVDs of its
+    ``L`` cumulative products from block 1 and ``L − 1`` from block 2 (:func:`lib.linalg.nonnormal.funnel_eranks`),
+    one real Schur form per layer for the non-normality controls and 6 SVDs of their final products
+    (:func:`lib.methods.funnel.control_funnels_by_start`, two starts); each of the ``n_models − 1`` twins an eig and
+    an SVD per layer and its two funnels' final SVDs. In all ``(2 · n_models + 3) · (L + 1)`` per protocol.
+    """
+    if min(d, n_layers, n_models, protocols) < 1:
+        raise ValueError(f"d, n_layers, n_models and protocols must be positive, got {d}, {n_layers}, {n_models}, "
+                         f"{protocols}")
+    return protocols * (2 * n_models + 3) * (n_layers + 1) * (d / 512) ** 3
+
+
+def bootstrap_resamples(model: SpectralModel, n_twins: int, *, wanted: int = BOOK_RESAMPLES,
+                        least: int = LEAST_RESAMPLES, budget: float = BOOTSTRAP_BUDGET, protocols: int = 2) -> int:
+    """Prompt-bootstrap resamples for chapter 4's sweeps of ``model`` and ``n_twins`` twins [ours]: ``wanted`` when
+    ``wanted`` resamples cost at most ``budget`` (:func:`bootstrap_decompositions`), else as many as the budget
+    allows, never fewer than ``least``. The count depends only on the model's width and depth, never on a timing,
+    so the same model gets the same resamples on every machine (the book's stand-ins: ``wanted``).
+    """
+    return resamples_for_shape(model.d_model, model.n_layers, n_twins, wanted=wanted, least=least, budget=budget,
+                               protocols=protocols)
+
+
+def resamples_for_shape(d: int, n_layers: int, n_twins: int, *, wanted: int = BOOK_RESAMPLES,
+                        least: int = LEAST_RESAMPLES, budget: float = BOOTSTRAP_BUDGET, protocols: int = 2) -> int:
+    """:func:`bootstrap_resamples` from a model's width ``d`` and depth alone (for a model not loaded, e.g. from its
+    public configuration)."""
+    if not 1 <= least <= wanted:
+        raise ValueError(f"need 1 ≤ least ≤ wanted, got least={least}, wanted={wanted}")
+    per = bootstrap_decompositions(d, n_layers, 1 + n_twins, protocols=protocols)
+    return int(min(wanted, max(least, budget // per)))
 
 
 def time_warning(names: Sequence[str]) -> str:

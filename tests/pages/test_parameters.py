@@ -143,6 +143,7 @@ def test_chapter_4_runs_on_a_readers_decoder_and_encoder(tmp_path, monkeypatch, 
               prompts=str(story_prompts))
     glued = _glued(nb)
     assert glued["n_prompts"] == "6" and glued["decoder_d"] == str(lib.load_model(llama).d_model)
+    assert glued["n_boot"] == "200"  # a small model keeps the book's resamples (lib.models.paper.bootstrap_resamples)
     for claim in ("FG3", "FG4", "FG7"):
         assert glued[f"claim_{claim}_verdict"], claim
     assert "ts_b1_from" not in glued  # section 4.10 is the book decoder's alone

@@ -100,7 +100,7 @@ def test_pushes_the_colab_notebooks_to_the_branch_the_buttons_open(workflow):
 def test_runs_exactly_the_readme_commands_in_order(workflow):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     runs = [s["run"].strip() for s in _steps(workflow) if "run" in s]
-    assert runs == ["make test", "make book", "make colab"]
+    assert runs == ["make test", "make book", "make real-decoders", "make colab"]
     for cmd in runs:
         assert cmd in readme
     assert set(_make_calls(workflow)) <= _make_targets()
@@ -219,3 +219,22 @@ def test_a_sample_book_shows_the_buttons_only_when_the_url_is_set(tmp_path):
     assert f"{base}/colab/01_chapter.ipynb" in pages["set"]
     assert "colab.research.google.com" not in pages["set_page"] and "mybinder.org" in pages["set_page"]
     assert "/blob/main/01_chapter.md" not in pages["set"]
+
+
+def test_the_real_decoders_estimate_in_the_comment_is_the_pages():
+    """The workflow's comment states the real decoder's run as chapter 4's section 4.9 computes it (resamples,
+    minutes on the runner's cores, memory), for the model and prompt count the Makefile passes."""
+    from lib.chapters import jacobian_funnel as fs
+
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    model = re.search(r"^REAL_DECODER \?= (\S+)$", makefile, flags=re.M).group(1)
+    prompts = int(re.search(r"^REAL_DECODER_PROMPTS \?= (\d+)$", makefile, flags=re.M).group(1))
+    chapter = (ROOT / "book" / "04_jacobian_funnel.md").read_text(encoding="utf-8")
+    assert f"CPU_PROMPTS, CPU_CORES = {prompts}, 4" in chapter and model == fs.CPU_DECODERS[0][0]
+    row = fs.cpu_decoder_work(prompts=prompts, cores=4).iloc[0]
+    comment = " ".join(line.lstrip("# ") for line in WORKFLOW.read_text(encoding="utf-8").splitlines()
+                       if line.startswith("#"))
+    assert f"{model} ({row['layers']} layers" in comment
+    assert f"{prompts} grammar stories with {row['resamples']} bootstrap resamples" in comment
+    assert f"about {row['min on 4 cores']:.0f} min on the runner's 4 vCPUs" in comment
+    assert f"{row['per-prompt Jacobians (GB)']:.1f} GB of Jacobians" in comment

@@ -352,3 +352,79 @@ def test_jacobian_and_forward_estimates_scale_and_refuse_what_cannot_fit(tiny_di
     monkeypatch.setattr("lib.memory.available_bytes", lambda device="cpu": 1000)
     with pytest.raises(ModelTooLargeError, match="fewer prompts"):
         paper.jacobian_estimate(m, 6, 2)
+
+
+def _shape(d: int, n_layers: int):
+    """A stand-in for a SpectralModel with only the sizes :func:`lib.models.paper.bootstrap_resamples` reads."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(d_model=d, n_layers=n_layers)
+
+
+def test_bootstrap_resamples_follow_the_work_budget():
+    """Known answers: per resample 2 · (2 · 4 + 3) · (L + 1) decompositions at (d / 512)³ each (three twins, two
+    protocols). The stand-ins keep the book's 200; a 24-layer d = 512 model gets 40000 // 550 = 72; SmolLM2-135M's
+    shape (30 layers, d = 576) 41; a model past the budget at the floor gets the floor, 40."""
+    assert paper.bootstrap_decompositions(512, 24, 4) == 2 * 11 * 25 == 550
+    assert paper.bootstrap_decompositions(1024, 1, 1, protocols=1) == 5 * 2 * 8
+    assert paper.bootstrap_resamples(_shape(128, 6), 3) == 200  # the book decoder
+    assert paper.bootstrap_resamples(_shape(384, 6), 3) == 200  # MiniLM's size
+    assert paper.bootstrap_resamples(_shape(512, 24), 3) == 72
+    assert paper.bootstrap_resamples(_shape(576, 30), 3) == 41  # SmolLM2-135M
+    assert paper.bootstrap_resamples(_shape(2048, 16), 3) == paper.LEAST_RESAMPLES == 40  # OLMo-2-1B
+    assert paper.bootstrap_resamples(_shape(512, 24), 1) == 40000 // (2 * 7 * 25) == 114  # one twin
+    with pytest.raises(ValueError, match="least"):
+        paper.bootstrap_resamples(_shape(128, 6), 3, least=300)
+    with pytest.raises(ValueError, match="positive"):
+        paper.bootstrap_decompositions(128, 0, 4)
+
+
+def test_bootstrap_decompositions_count_what_the_chapter_runs(monkeypatch):
+    """The cost model counts the d × d decompositions chapter 4's bootstrap really does per resample and protocol:
+    counted by wrapping NumPy's eig and SVD and SciPy's Schur while the chapter's two resampling calls run."""
+    import scipy.linalg
+
+    from lib.chapters import jacobian_funnel as fs
+
+    counted: list[int] = []
+
+    def counting(fn):
+        def wrapped(a, *args, **kwargs):
+            counted.append(int(np.prod(np.shape(a)[:-2], dtype=np.int64)))
+            return fn(a, *args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(np.linalg, "eigvals", counting(np.linalg.eigvals))
+    monkeypatch.setattr(np.linalg, "svd", counting(np.linalg.svd))
+    monkeypatch.setattr(scipy.linalg, "schur", counting(scipy.linalg.schur))
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(0)
+    L, P, d = 5, 4, 6
+    jac = {s: SimpleNamespace(per_prompt=np.eye(d) + 0.3 * rng.standard_normal((L, P, d, d)))
+           for s in ("trained", "seed 0", "seed 1")}
+
+    def decompositions(n_boot: int) -> int:  # the chapter's calls (book/04_jacobian_funnel.md, sections 4.3, 4.6)
+        counted.clear()
+        fs.bootstrap_twins(jac, update=True, n_boot=n_boot, twins_final_only=True)
+        fs.twin_control_funnels(jac, n_boot=n_boot, firsts=(0, 1))
+        return sum(counted)
+
+    per_resample = decompositions(3) - decompositions(2)
+    assert per_resample == paper.bootstrap_decompositions(512, L, len(jac), protocols=1) == 9 * 6
+
+
+def test_cpu_decoder_work_known_answers():
+    """A 9-layer d = 512 model with one twin on 10 prompts: 2 · (2 · 2 + 3) · 10 = 140 decompositions per resample,
+    40000 // 140 = 285 > 200, so the book's 200 resamples; the times follow the two measured rates."""
+    from lib.chapters import jacobian_funnel as fs
+
+    row = fs.cpu_decoder_work([("x", 512, 1024, 9)], prompts=10, twins=1, cores=2).iloc[0]
+    assert row["resamples"] == 200 and row["decompositions (thousands)"] == pytest.approx(201 * 140 / 1e3)
+    jac = 2 * 10 * 9 * (2 * 512**2 * 1024 + 2 * 512**3) / fs.JACOBIAN_CPU_RATE
+    boot = 201 * 140 * fs.DECOMPOSITION_CPU_S
+    assert row["CPU min"] == pytest.approx((jac + boot) / 60)
+    assert row["min on 2 cores"] == pytest.approx((jac + boot / 2) / 60)
+    assert row["per-prompt Jacobians (GB)"] == pytest.approx(2 * 2 * 9 * 10 * 512**2 * 4 / 1e9)
+    smol = fs.cpu_decoder_work().iloc[0]  # the published site's run
+    assert smol["model"] == "HuggingFaceTB/SmolLM2-135M" and smol["resamples"] == 41
