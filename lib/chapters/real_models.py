@@ -88,6 +88,7 @@ __all__ = [
     "depth_profiles",
     "eigen_bases_table",
     "eigvals_table",
+    "fit_window",
     "fitted_rate_interval",
     "fixed_direction_profile",
     "is_shared",
@@ -191,6 +192,31 @@ def random_albert_spectra(seed: int = 0, *, full: Sequence[str] = ("base", "larg
 
 
 # -- shared weights: iterating one layer (section 3.2) -------------------------------------------------------
+def fit_window(distance: np.ndarray, fit: tuple[int, int], floor: float = 1e-9) -> tuple[int, int]:
+    """The steps a rate is fitted over: ``fit`` while it holds at least two distances above ``floor``; else the same
+    number of steps ending at the last step whose distance is above ``floor`` (starting at step 1 at the earliest).
+
+    A layer whose tokens reach the round-off floor before ``fit[1]`` (a small gap ratio: ``0.3^20 ≈ 3e-11``) has
+    converged faster than the window can see; its rate is then read where the distance is still measurable [ours].
+
+    Args:
+        distance: ``(T+1,)`` the mean distance per step (step 0 first).
+        fit: the first and last step asked for.
+
+    Raises:
+        ValueError: fewer than two steps from step 1 on have a distance above ``floor``.
+    """
+    e = np.asarray(distance, dtype=np.float64)
+    start, stop = fit
+    above = np.flatnonzero((e > floor) & np.isfinite(e))
+    if ((above >= start) & (above <= stop)).sum() >= 2:
+        return start, stop
+    last = int(above[above <= stop].max()) if (above <= stop).any() else 0
+    if last < 2:
+        raise ValueError(f"the distance is at the floor ({floor:g}) from step 1 on: no rate can be fitted")
+    return max(1, last - (stop - start)), last
+
+
 def fitted_rate_interval(
     per_prompt: np.ndarray, counts: np.ndarray, fit: tuple[int, int], *, floor: float = 1e-9,
     n_boot: int = 200, ci: float = 0.95, seed: int = 0,
@@ -248,7 +274,8 @@ def shared_convergence(
         prompts, ``distance`` (mean sine of the angle to the target, ``sqrt(1 − a²)``), ``predicted`` (``C r^t``),
         ``rate`` (``r``) and ``chance`` (the chance level ``c_{d,k}`` of the target's dimension); with ``fit``
         (first and last step), also ``fitted``, ``fitted_lo``, ``fitted_hi``: the rate fitted to ``distance``
-        and its bootstrap interval over prompts (:func:`fitted_rate_interval`).
+        and its bootstrap interval over prompts (:func:`fitted_rate_interval`), over the steps ``fit_start`` to
+        ``fit_stop`` (:func:`fit_window`: ``fit``, or earlier steps where the distance reached the floor first).
     """
     if eb.n_layers != 1:
         raise ValueError("shared_convergence needs the bases of one shared layer (use EigenBases.layer(t))")
@@ -271,8 +298,10 @@ def shared_convergence(
         })
         if fit is not None:
             per_prompt = prompt_sums(dist, ts.prompt, ts.n_prompts)
+            window = fit_window(dmean, fit)
             frame["fitted"], frame["fitted_lo"], frame["fitted_hi"] = fitted_rate_interval(
-                per_prompt, counts, fit, n_boot=n_boot, seed=seed)
+                per_prompt, counts, window, n_boot=n_boot, seed=seed)
+            frame["fit_start"], frame["fit_stop"] = window
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
 

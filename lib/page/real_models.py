@@ -397,18 +397,24 @@ def shared_run_rows(
 
     Returns:
         Dicts with ``model``, ``layer iterated``, ``target``, ``predicted rate r`` (the gap or subspace
-        ratio), ``fitted rate (steps a–b)`` (and its ``fitted rate 95% CI`` over prompts when ``conv`` was
+        ratio), ``fitted rate (steps a–b)`` (over :func:`lib.chapters.real_models.fit_window`'s steps: where the
+        distance reaches ``floor`` before ``b``, a ``fitted over steps`` entry names the steps used) (and its ``fitted rate 95% CI`` over prompts when ``conv`` was
         computed with ``fit``), ``alignment at step 0`` and ``alignment at step T``.
     """
-    start, stop = fit
+    from lib.chapters.real_models import fit_window
+
     rows = []
     for target, g in conv.groupby("target", sort=False):
         g = g.set_index("step")
+        start, stop = fit_window(g.distance.to_numpy(), fit, floor)
+        moved = (start, stop) != tuple(fit)
         rows.append({
             "model": short_label(label), "layer iterated": layer, "target": target,
             "predicted rate r": g.rate.iloc[0],
-            f"fitted rate (steps {start}–{stop})": fitted_ratio(
+            f"fitted rate (steps {fit[0]}–{fit[1]})": fitted_ratio(
                 g.distance.loc[:stop].to_numpy(), start=start, floor=floor),
+            **({"fitted over steps": f"{start}–{stop} (the distance reached {floor:g} before step {fit[1]})"}
+               if moved else {}),
             **({"fitted rate 95% CI": f"{g.fitted_lo.iloc[0]:.3f}–{g.fitted_hi.iloc[0]:.3f}"}
                if "fitted_lo" in g else {}),
             "alignment at step 0": g.alignment.iloc[0],
@@ -427,9 +433,11 @@ def shared_run_row(table: pd.DataFrame, label: str, layer: int) -> pd.Series:
 
 
 def shared_runs_table(runs: Sequence[SharedRun], fit: tuple[int, int] = (20, 50)) -> pd.DataFrame:
-    """:func:`shared_run_rows` of every run, in order: one row per run and target."""
-    return pd.DataFrame([row for r in runs for row in shared_run_rows(r.convergence, label=r.label, layer=r.layer,
-                                                                        fit=fit)])
+    """:func:`shared_run_rows` of every run, in order: one row per run and target (``fitted over steps`` is empty
+    for the runs fitted over ``fit`` itself)."""
+    table = pd.DataFrame([row for r in runs for row in shared_run_rows(r.convergence, label=r.label, layer=r.layer,
+                                                                         fit=fit)])
+    return table.fillna({"fitted over steps": ""}) if "fitted over steps" in table else table
 
 
 GAMMA_RHO_FORMAT: dict[str, str] = {"γₜ": "{:.4f}", "chance c(d, k)": "{:.4f}", "γₜ / chance": "{:.2f}",

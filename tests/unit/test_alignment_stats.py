@@ -494,6 +494,31 @@ def test_fitted_rate_interval_is_exact_for_a_common_rate():
         rm.fitted_rate_interval(np.zeros((31, 3)), np.ones(3), (5, 25))
 
 
+
+def test_fit_window_moves_before_the_floor_for_a_fast_contraction():
+    """The book decoder iterated as a shared layer contracts so fast (rate 0.3: 0.3^17 ≈ 1.3e-9) that no distance of
+    steps 20–50 is above the 1e-9 floor; `make report MODEL=book-decoder` then stopped in chapter 3 with "need at
+    least two distances above the floor". The window moves to the steps still above it, and the rate is exact."""
+    e = 0.3 ** np.arange(61)
+    assert rm.fit_window(0.9 ** np.arange(61), (20, 50)) == (20, 50)  # a slow one keeps the window asked for
+    start, stop = rm.fit_window(e, (20, 50))
+    assert (start, stop) == (1, 17) and e[stop] > 1e-9 >= e[stop + 1]
+    sums = np.outer(e, [1.0, 2.0, 3.0])
+    est, lo, hi = rm.fitted_rate_interval(sums, np.ones(3), (start, stop), n_boot=20)
+    assert est == pytest.approx(0.3) and lo == pytest.approx(0.3) and hi == pytest.approx(0.3)
+    with pytest.raises(ValueError, match="floor"):
+        rm.fit_window(np.r_[1.0, np.zeros(60)], (20, 50))
+
+
+def test_shared_convergence_fits_a_layer_that_converges_before_the_window():
+    F = np.diag([1.0, 0.3, 0.2, 0.1])
+    rng = np.random.default_rng(0)
+    trajs = [np.stack([np.linalg.matrix_power(F, t) @ x for t in range(61)]) for x in rng.standard_normal((3, 4))]
+    ts = als.TokenStates.from_trajectories([tr[:, None, :] for tr in trajs])
+    df = rm.shared_convergence(ts, als.eigen_bases(F), anchor=20, fit=(20, 50))
+    v1 = df[df.target == "v₁"]
+    assert v1.fit_stop.iloc[0] < 20 and v1.fitted.iloc[0] == pytest.approx(0.3, abs=0.01)
+
 # -- issue #25 §6: the tilt against its own null, the own-direction and twin-direction nulls, equivalence -------
 def test_tilt_has_its_own_null_a_level_above_chance_is_not_a_tilt():
     """Tokens aligned with B before *and* after the layer: γ beats its random-subspace null, but nothing tilts
