@@ -40,6 +40,7 @@ from lib.chapters.real_models import (
     TRAJECTORIES,
     build_up_status,
     compare_to_twins,
+    fit_window,
     layer_range,
     layers_where,
     null_range,
@@ -401,8 +402,6 @@ def shared_run_rows(
         distance reaches ``floor`` before ``b``, a ``fitted over steps`` entry names the steps used) (and its ``fitted rate 95% CI`` over prompts when ``conv`` was
         computed with ``fit``), ``alignment at step 0`` and ``alignment at step T``.
     """
-    from lib.chapters.real_models import fit_window
-
     rows = []
     for target, g in conv.groupby("target", sort=False):
         g = g.set_index("step")
