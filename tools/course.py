@@ -7,7 +7,7 @@
 writes
 
 - ``DIR/source/chN/NN_name.ipynb``: each chapter's instructor edition (:mod:`tools.student`) as the
-  assignment ``chN`` (``ch0`` … ``ch6``);
+  assignment ``chN`` (``ch0`` … ``ch7``);
 - ``DIR/gradebook.db``: nbgrader's (empty) gradebook (:func:`create_gradebook`);
 - ``DIR/nbgrader_config.py``: ``CourseDirectory.root`` is ``DIR``; ``Execute.kernel_name`` is
   :data:`KERNEL_NAME`, so ``nbgrader autograde`` runs the submissions in the book's environment (not the

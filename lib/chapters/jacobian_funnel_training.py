@@ -1,4 +1,4 @@
-"""Chapter 4's training test (section 4.10): the chapter's metrics at the book decoder's saved training steps.
+"""Chapter 7's training test: chapter 4's metrics at the book decoder's saved training steps.
 
 Random-init twins stand in for "before training"; the decoder's own seeded run is the direct test. For each
 intermediate checkpoint of :func:`lib.models.decoder.steps.saved_steps` the chapter's pipeline runs unchanged

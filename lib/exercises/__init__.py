@@ -24,6 +24,7 @@ function runs, the library's own version of what the exercise asks you to write 
 * chapter 5 (:mod:`.steering_lab`): :func:`check_steering_w`, :func:`check_sign_variant`
 * chapter 6 (:mod:`.two_views`): :func:`check_attention_path`, :func:`check_principal_angles`,
   :func:`check_relative_update`
+* chapter 7 (:mod:`.jacobian_funnel_training`): :func:`check_emergence_step`
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from lib.exercises.jacobian_funnel import (
                                check_schur_normal,
                                check_truncated_funnel,
 )
+from lib.exercises.jacobian_funnel_training import check_emergence_step
 from lib.exercises.layer_spectra import check_energy_ratio, check_rank_bound, check_spectral_summary
 from lib.exercises.power_method import check_head_sum, check_power_method, check_residual_rates
 from lib.exercises.real_models import check_gamma_rho, check_null_layers, check_span_ratio, check_token_shift
@@ -53,6 +55,7 @@ __all__ = [
     "check_causal_bipartite",
     "check_complex_fractions",
     "check_effective_rank",
+    "check_emergence_step",
     "check_energy_ratio",
     "check_gamma_rho",
     "check_head_sum",

@@ -319,8 +319,8 @@ def as_array(value: Any, shape: tuple[int, ...], what: str, finite: bool = True)
     return arr
 
 
-def as_float(value: Any, what: str) -> float:
-    """One real number (Python, NumPy or a 0-d/1-element array or tensor)."""
+def as_float(value: Any, what: str, finite: bool = True) -> float:
+    """One real number (Python, NumPy or a 0-d/1-element array or tensor); NaN and ±inf only if not ``finite``."""
     if hasattr(value, "detach"):
         value = value.detach().cpu().numpy()
     if isinstance(value, (bool, np.bool_)):
@@ -333,7 +333,7 @@ def as_float(value: Any, what: str) -> float:
     if arr.dtype.kind not in "fiu":
         raise Wrong(f"{what} should be one real number, got {_kind(value)}")
     x = float(arr.item())
-    if not math.isfinite(x):
+    if finite and not math.isfinite(x):
         raise Wrong(f"{what} is {x}; expected a finite number")
     return x
 

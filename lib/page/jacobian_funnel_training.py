@@ -1,4 +1,4 @@
-"""Chapter 4's training test (section 4.10) on the page: the chart of the chapter's statistics over training.
+"""Chapter 7's training test on the page: the chart of the chapter's statistics over training.
 
 The frame is :func:`lib.chapters.jacobian_funnel_training.emergence_frame`. The training run is the trained
 colour (:data:`lib.page.plotting.TRAINED_COLOR`, through :func:`lib.page.plotting.model_color`), the random-init
@@ -119,7 +119,7 @@ def step_sequence(df: pd.DataFrame, statistic: str, fmt: str = ".1f") -> str:
 
 
 def trend_stability(run_verdict: str, committed_verdict: str) -> dict[str, str]:
-    """Section 4.10's sentences on the depth trends, decided by whether FG2's rule gives the saved run's final
+    """Chapter 7's sentences on the depth trends, decided by whether FG2's rule gives the saved run's final
     weights and the committed model (two runs of one script) the same verdict.
 
     Keys: ``head`` (the paragraph's bold lead), ``what`` (what the two verdicts say) and ``fg7`` (what the
