@@ -339,7 +339,11 @@ def funnel_variants(Jbar: Matrix, k: int | None = None, seed: int = 0,
 
 def _erank_sv(s: np.ndarray) -> np.ndarray:
     """σ²-entropy effective rank over the last axis of ``s`` (``(..., n)`` singular values; 0 if all are 0)."""
-    p = s**2
+    return _erank_sq(s**2)
+
+
+def _erank_sq(p: np.ndarray) -> np.ndarray:
+    """:func:`_erank_sv` from the squared singular values ``σ²`` ``(..., n)`` (≥ 0)."""
     tot = p.sum(-1, keepdims=True)
     p = np.divide(p, tot, out=np.zeros_like(p), where=tot > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -373,8 +377,10 @@ def spectral_metrics(Js: Matrix, *, update: bool = True, tau: float = TAU_COMPLE
     delta_h = np.where(nrm2 > 0, np.sqrt(dep2 / safe), 0.0)
     K = (A - np.swapaxes(A, -1, -2)) / 2
     r_rot = np.where(nrm2 > 0, np.sum(K * K, axis=(-2, -1)) / safe, 0.0)
-    erank = _erank_sv(np.linalg.svd(J, compute_uv=False))
-    return {"f_C": f_c, "delta_H": delta_h, "r_rot": r_rot, "erank": erank}
+    # σ² as the eigenvalues of the Gram matrix J Jᵀ: 2-3× faster than the SVD at d = 128, and as exact for the
+    # erank (each σ² is off by at most ~1e-16 σ₁², so each p_i by ~1e-16; tests/unit/test_nonnormal.py)
+    s2 = np.clip(np.linalg.eigvalsh(J @ np.swapaxes(J, -1, -2)), 0.0, None)
+    return {"f_C": f_c, "delta_H": delta_h, "r_rot": r_rot, "erank": _erank_sq(s2)}
 
 
 def funnel_eranks(Js: Matrix) -> np.ndarray:

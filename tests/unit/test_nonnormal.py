@@ -214,3 +214,21 @@ def test_truncation_can_raise_the_effective_rank():
     assert trunc == pytest.approx(2.0, rel=1e-12)
     assert full < 1.3
     assert trunc > full
+
+
+@pytest.mark.parametrize("case", ["random", "rank one", "zero", "near singular", "scaled 1e8", "block-Jacobian-like"])
+def test_spectral_metrics_erank_from_the_gram_matrix_equals_the_svds(case):
+    """``spectral_metrics`` takes σ² from ``eigvalsh(J Jᵀ)`` (faster than an SVD in the bootstrap's loop): its erank
+    equals :func:`effective_rank`'s, from LAPACK's SVD, to 1e-10 relative, including rank-deficient matrices whose
+    small σ² the Gram matrix cannot resolve (their p_i are below 1e-15 either way)."""
+    rng = np.random.default_rng(3)
+    d = 64
+    M = {"random": rng.standard_normal((d, d)),
+         "rank one": np.outer(rng.standard_normal(d), rng.standard_normal(d)),
+         "zero": np.zeros((d, d)),
+         "near singular": np.diag(np.r_[np.ones(4), 1e-9 * np.ones(d - 4)]) @ rng.standard_normal((d, d)),
+         "scaled 1e8": 1e8 * rng.standard_normal((d, d)),
+         "block-Jacobian-like": np.eye(d) + 0.3 * rng.standard_normal((d, 3)) @ rng.standard_normal((3, d))}[case]
+    got = nn.spectral_metrics(M[None], update=False)["erank"][0]
+    want = nn.effective_rank(M) if case != "zero" else 0.0
+    assert got == pytest.approx(want, rel=1e-10, abs=1e-12)
