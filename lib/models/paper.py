@@ -260,14 +260,15 @@ at 41 resamples."""
 def bootstrap_decompositions(d: int, n_layers: int, n_models: int, *, protocols: int = 2) -> float:
     """The float64 decompositions of one prompt-bootstrap resample of chapter 4, in units of one ``512 × 512``
     decomposition (a ``d × d`` one counts ``(d / 512)³``, as LAPACK's work grows; an SVD's values cost less than an
-    eig, a real Schur form a little more: each counts as one).
+    eig, a real Schur form a little more, the symmetric eigenvalues of ``J Jᵀ`` less: each counts as one).
 
     Per protocol (single-token; in context) and resample, as chapter 4 calls them: the trained model takes, for each
-    of its ``L`` mean Jacobians, an eig and an SVD (:func:`lib.linalg.nonnormal.spectral_metrics`), the SVDs of its
-    ``L`` cumulative products from block 1 and ``L − 1`` from block 2 (:func:`lib.linalg.nonnormal.funnel_eranks`),
+    of its ``L`` mean Jacobians, an eig and the eigenvalues of ``J Jᵀ`` (:func:`lib.linalg.nonnormal.spectral_metrics`),
+    the SVDs of its ``L`` cumulative products from block 1 and ``L − 1`` from block 2
+    (:func:`lib.linalg.nonnormal.funnel_eranks`),
     one real Schur form per layer for the non-normality controls and 6 SVDs of their final products
     (:func:`lib.methods.funnel.control_funnels_by_start`, two starts); each of the ``n_models − 1`` twins an eig and
-    an SVD per layer and its two funnels' final SVDs. In all ``(2 · n_models + 3) · (L + 1)`` per protocol.
+    a symmetric eig per layer and its two funnels' final SVDs. In all ``(2 · n_models + 3) · (L + 1)`` per protocol.
     """
     if min(d, n_layers, n_models, protocols) < 1:
         raise ValueError(f"d, n_layers, n_models and protocols must be positive, got {d}, {n_layers}, {n_models}, "
