@@ -789,17 +789,19 @@ TWO_VIEWS_CPU_RATE = 10e9
 """Closed-form FLOPs (:func:`lib.jacobians.single_token.flops`) of the decoder place's model and twins per CPU second
 of the whole chapter, measured on the book's machine with a random-initialised model of SmolLM2-135M's shape in the
 decoder's place (d = 576, MLP width 1536, 30 layers, three twins) and MiniLM with its three twins in the other, on
-16 grammar stories: 270 CPU-s for the chapter, 2.7 · 10¹² FLOPs [ours]. Every part of the chapter is counted
-(MiniLM's included), so the rate holds for decoders of about that size, not for the book's small models."""
+16 grammar stories: about 270 CPU-s for the chapter (168 s of wall time), 2.7 · 10¹² FLOPs [ours]. Every part of
+the chapter is counted (MiniLM's included), so the rate holds for decoders of about that size, not for the book's
+small models."""
 
 TWO_VIEWS_SPEEDUP = 1.6
 """The chapter's CPU time over its wall time in the same measurement, on the book's machine's 2 cores: its parts run
 one model per core, and the decoder's model and twins dominate [ours]. :func:`cpu_decoder_work` keeps it on more
 cores (an upper bound on the time)."""
 
-TWO_VIEWS_MEMORY_FACTOR = 3.8
+TWO_VIEWS_MEMORY_FACTOR = 4.0
 """The chapter's peak memory over that of the per-prompt single-token Jacobians it keeps for section 6.5 (float32,
-``(1 + twins) · L · P · d²``), in the same measurement: 9.6 GB at 2.5 GB of kept Jacobians [ours]."""
+``(1 + twins) · L · P · d²``), in the same measurement: 10.3 GB (9.6 GiB, the kernel's peak resident memory) at
+2.5 GB of kept Jacobians [ours]."""
 
 
 def cpu_decoder_work(models: Sequence[tuple[str, int, int, int]] | None = None, prompts: int = 16,
