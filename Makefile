@@ -109,17 +109,19 @@ report: $(STAMP) $(MATHJAX)
 	  $(if $(CHAPTERS),--chapters $(CHAPTERS))
 
 ## make real-decoders (after make book; needs the network): the published site's real decoder, `make report` on
-## REAL_DECODER (lib.chapters.jacobian_funnel.CPU_DECODERS' first) with chapter 4 only, on the first
-## REAL_DECODER_PROMPTS grammar stories (the chapter's own prompts, fewer), copied into the site at
-## _build/html/reports/<model slug>/, where chapter 4's section 4.9 links it. Its time and memory are estimated in
-## section 4.9 (lib.chapters.jacobian_funnel.cpu_decoder_work).
+## REAL_DECODER (lib.chapters.jacobian_funnel.CPU_DECODERS' first) with REAL_DECODER_CHAPTERS (chapter 4, and
+## chapter 6 with it in the decoder's place), on the first REAL_DECODER_PROMPTS grammar stories (the
+## chapters' own prompts, fewer), copied into the site at _build/html/reports/<model slug>/, where chapter 4's
+## section 4.9 links it. Its time and memory are estimated in section 4.9 (lib.chapters.jacobian_funnel.
+## cpu_decoder_work for chapter 4, lib.chapters.two_views.cpu_decoder_work for chapter 6).
 REAL_DECODER ?= HuggingFaceTB/SmolLM2-135M
 REAL_DECODER_PROMPTS ?= 16
+REAL_DECODER_CHAPTERS ?= 04_jacobian_funnel 06_two_views
 real-decoders: $(STAMP) $(MATHJAX)
 	mkdir -p _build _build/html/reports
 	$(PY) -c "from lib.models.decoder.language import prompts; print(*prompts($(REAL_DECODER_PROMPTS)), sep='\n')" \
 	  > _build/real-decoder-prompts.txt
-	$(MAKE) report MODEL="$(REAL_DECODER)" PROMPTS=_build/real-decoder-prompts.txt CHAPTERS=04_jacobian_funnel
+	$(MAKE) report MODEL="$(REAL_DECODER)" PROMPTS=_build/real-decoder-prompts.txt CHAPTERS="$(REAL_DECODER_CHAPTERS)"
 	slug=$$($(PY) -c "from tools.report import model_slug; print(model_slug('$(REAL_DECODER)'))") && \
 	  rm -rf "_build/html/reports/$$slug" && cp -r "_build/report/$$slug" _build/html/reports/
 

@@ -20,7 +20,7 @@ Every request is logged (:attr:`HubStandin.log`), so a test can tell a download 
 :func:`build_checkpoint` writes the tiny checkpoints: a random-initialised model of the family saved
 from its pretraining class (as the hub's checkpoints are, so their weights carry the head and the
 base-model prefix) with a tokenizer of the family's own class, trained on the book's prompts.
-:data:`REAL_DECODERS` are the small real decoders the published site runs (chapter 4), each served as a tiny
+:data:`REAL_DECODERS` are the small real decoders the published site runs (chapters 4 and 6), each served as a tiny
 checkpoint with its real config's shape features (:func:`build_checkpoint`).
 
 Run ``python tests/hub_standin.py`` to serve the paper's ids by hand (it prints the ``HF_ENDPOINT`` to use).
@@ -66,11 +66,14 @@ REAL_DECODERS: dict[str, str] = {
     "allenai/OLMo-2-0425-1B": "olmo2",
     "google/gemma-2-2b": "gemma2",
 }
-"""The small real decoders of the published site's chapter 4 and the family of each. Their stand-ins keep the real
+"""The small real decoders of the published site's chapters 4 and 6 and the family of each. Their stand-ins keep the real
 configs' shape features at d = 32 (:func:`_config`): SmolLM2 ties its input and output embeddings and uses
 grouped-query attention; OLMo-2 normalises queries and keys (QK-norm) and the sublayers' outputs; Gemma-2 ties its
 embeddings, soft-caps the attention scores and the final logits, and alternates sliding-window and global layers.
 Gemma-2 is gated on the hub, and so is its stand-in: only :data:`GEMMA_TOKEN` may fetch it."""
+
+REAL_DECODER_FAMILIES = frozenset(REAL_DECODERS.values())
+"""The families of :data:`REAL_DECODERS` (their stand-ins' vocabularies also learn the grammar's stories)."""
 
 GEMMA_TOKEN = "hf_standin_gemma_access"
 """The token the stand-in gives access to ``google/gemma-2-2b`` (as a reader who accepted Gemma's licence)."""
@@ -86,7 +89,8 @@ _LFS_SUFFIXES = (".safetensors", ".model", ".bin")
 
 # -- checkpoints --------------------------------------------------------------------------------------
 def _tokenizer(family: str):
-    """A tokenizer of the family's own class, its vocabulary (2000 pieces) learned from the book's prompts.
+    """A tokenizer of the family's own class, its vocabulary (2000 pieces) learned from the book's prompts (for the
+    :data:`REAL_DECODERS`' families, with the decoder grammar's stories, which the published site runs on them).
 
     The prompts then split into about as many tokens as with the real vocabularies (mostly whole
     words), and any other text falls back to characters.
@@ -94,9 +98,12 @@ def _tokenizer(family: str):
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
     from transformers import AlbertTokenizer, BertTokenizer, GPT2Tokenizer
 
+    from lib.models.decoder import language
     from lib.models.prompts import prompts
 
     corpus, size = prompts(), 2000
+    if family in REAL_DECODER_FAMILIES:  # their real vocabularies hold the grammar's words too ("boat", chapter 6)
+        corpus = corpus + language.prompts()
     if family == "bert":
         tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
         tok.normalizer = normalizers.BertNormalizer(lowercase=True)

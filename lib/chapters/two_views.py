@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 __all__ = ["ANGLE_DRAWS", "ANGLE_TARGETS", "CONTEXT_PATHS", "GAMMA_VIEWS", "RATE_EFFECTS", "RATE_PREDICTED",
            "RATE_PROPERTIES", "RATE_STRONG", "SHARE_MOST", "SHARE_PROTOCOLS", "STEERING_QUANTITIES", "JView",
            "ContextPass", "ModelViews", "TwinViews", "analyse", "analyse_twins", "angle_summary", "angle_verdict",
-           "autodiff_check", "combined_verdict", "context_decomposition", "context_jacobians",
+           "TWO_VIEWS_CPU_RATE", "TWO_VIEWS_MEMORY_FACTOR", "TWO_VIEWS_SPEEDUP", "autodiff_check",
+           "combined_verdict", "cpu_decoder_work", "context_decomposition", "context_jacobians",
            "context_table", "context_twins", "context_verdict", "design_label", "gamma_summary",
            "gamma_verdict", "rate_power",
            "rate_tests", "rate_verdict", "share_both", "share_table", "share_verdict", "share_weights",
@@ -781,3 +782,53 @@ def steering_saturating(steer: pd.DataFrame, alpha: float) -> tuple[list[str], l
     trained = [key for key in keys if float(tr[tr.model == key].tokens_hi.iloc[0]) < 0.95]
     twins = [key for key in keys if (top[top.random & (top.model == key)].tokens_hi < 0.95).all()]
     return trained, twins
+
+
+# -- the chapter's cost on a small real decoder (the published site's report) -----------------------------------
+TWO_VIEWS_CPU_RATE = 10e9
+"""Closed-form FLOPs (:func:`lib.jacobians.single_token.flops`) of the decoder place's model and twins per CPU second
+of the whole chapter, measured on the book's machine with a random-initialised model of SmolLM2-135M's shape in the
+decoder's place (d = 576, MLP width 1536, 30 layers, three twins) and MiniLM with its three twins in the other, on
+16 grammar stories: about 270 CPU-s for the chapter (168 s of wall time), 2.7 · 10¹² FLOPs [ours]. Every part of
+the chapter is counted (MiniLM's included), so the rate holds for decoders of about that size, not for the book's
+small models."""
+
+TWO_VIEWS_SPEEDUP = 1.6
+"""The chapter's CPU time over its wall time in the same measurement, on the book's machine's 2 cores: its parts run
+one model per core, and the decoder's model and twins dominate [ours]. :func:`cpu_decoder_work` keeps it on more
+cores (an upper bound on the time)."""
+
+TWO_VIEWS_MEMORY_FACTOR = 4.0
+"""The chapter's peak memory over that of the per-prompt single-token Jacobians it keeps for section 6.5 (float32,
+``(1 + twins) · L · P · d²``), in the same measurement: 10.3 GB (9.6 GiB, the kernel's peak resident memory) at
+2.5 GB of kept Jacobians [ours]."""
+
+
+def cpu_decoder_work(models: Sequence[tuple[str, int, int, int]] | None = None, prompts: int = 16,
+                     twins: int = 3) -> pd.DataFrame:
+    """This chapter with each of ``models`` (``(hub id, d, MLP width, layers)``, default
+    :data:`lib.chapters.jacobian_funnel.CPU_DECODERS`) and ``twins`` random-init twins in the decoder's place, MiniLM
+    and its twins in the other, on ``prompts`` prompts each, on CPUs [ours]: the kept per-prompt Jacobians (GB,
+    float32), the peak memory (:data:`TWO_VIEWS_MEMORY_FACTOR` times that), the CPU minutes at
+    :data:`TWO_VIEWS_CPU_RATE` and the wall minutes at :data:`TWO_VIEWS_SPEEDUP`. The counts (prompts, resamples,
+    null draws) are the book's: nothing in the chapter follows the model's cost.
+
+    Example:
+        >>> row = cpu_decoder_work([("x", 100, 200, 10)], prompts=10, twins=1).iloc[0]
+        >>> float(row["per-prompt Jacobians (GB)"])  # 2 models · 10 layers · 10 prompts · 100² · 4 bytes
+        0.008
+    """
+    from lib.chapters.jacobian_funnel import CPU_DECODERS
+    from lib.jacobians.single_token import flops
+
+    if prompts < 1 or twins < 0:
+        raise ValueError(f"need prompts ≥ 1 and twins ≥ 0, got prompts={prompts}, twins={twins}")
+    rows = []
+    for name, d, d_ff, L in CPU_DECODERS if models is None else models:
+        n = 1 + twins
+        kept = n * L * prompts * d * d * 4 / 1e9
+        cpu_min = n * flops(d, d_ff, prompts=prompts, layers=L) / TWO_VIEWS_CPU_RATE / 60
+        rows.append({"model": name, "d": d, "layers": L, "per-prompt Jacobians (GB)": kept,
+                     "peak memory (GB)": TWO_VIEWS_MEMORY_FACTOR * kept, "CPU min": cpu_min,
+                     "wall min": cpu_min / TWO_VIEWS_SPEEDUP})
+    return pd.DataFrame(rows)

@@ -40,17 +40,33 @@ if TYPE_CHECKING:
     from lib.chapters.two_views import TwinViews
     from lib.models import SpectralModel
 
-__all__ = ["CEILING_TOL", "COLLAPSE", "NORM_VARIANTS", "Saturation", "ceiling", "ceiling_cause", "ceiling_verdict",
+__all__ = ["CEILING_TOL", "COLLAPSE", "NORM_VARIANTS", "SATURATION_FAMILIES", "Saturation", "ceiling", "ceiling_cause", "ceiling_verdict",
            "collapse_verdict",
            "collapses", "edit_ratios",
            "fixed_points", "geometric_interval", "matched_alphas", "ratio_summary", "saturation_twins",
-           "unit_norms"]
+           "saturation_words", "unit_norms"]
 
 NORM_VARIANTS: dict[str, tuple[bool, bool, bool]] = {
     "as trained": (False, False, True), "LN₁ gains 1, biases 0": (True, False, True),
     "LN₂ gains 1, biases 0": (False, True, True), "both LayerNorms gains 1, biases 0": (True, True, True),
     "MLP removed": (False, False, False)}
 """The fixed points :func:`saturation_twins` computes: label → (ablate ``LN₁``, ablate ``LN₂``, keep the MLP)."""
+
+
+SATURATION_FAMILIES: tuple[str, ...] = ("bert", "llama")
+"""The block families whose norms the saturation analysis knows (:func:`_norms`): BERT's post-LayerNorm block and
+Llama's pre-norm block. Another family's edit meets other norms (OLMo-2's and Gemma-2's normalise the attention's
+output itself), which :func:`edit_ratios` and :func:`fixed_points` do not model."""
+
+
+def saturation_words(views: TwinViews, words: Mapping[str, str]) -> tuple[dict[str, str], str]:
+    """The entries of ``words`` (model key → steering word) whose trained model is of :data:`SATURATION_FAMILIES`,
+    and one line naming the others, which :func:`saturation_twins` then leaves out ("" when none is)."""
+    kept = {key: w for key, w in words.items() if views.model(key).family in SATURATION_FAMILIES}
+    left = [f"{views.model(key).label} ({views.model(key).family})" for key in words if key not in kept]
+    note = (f"Skipped at matched saturation: {', '.join(left)}; the saturation analysis knows the BERT and Llama "
+            "blocks only (its steering on the book's grid above stands)." if left else "")
+    return kept, note
 
 
 def _norms(model: SpectralModel, t: int) -> tuple[torch.nn.Module, torch.nn.Module | None]:
@@ -222,10 +238,11 @@ class Saturation:
 
 def saturation_twins(views: TwinViews, words: Mapping[str, str], alphas: Sequence[float], n: int,
                      match: Sequence[float]) -> Saturation:
-    """:func:`edit_ratios` of every model on its first ``n`` prompts at ``alphas``; every twin re-steered at
-    the α's where its ratio matches its trained model's at each of ``match`` (grid values); the fixed-point
-    ceilings of every model under each of :data:`NORM_VARIANTS` (pre-norm models: the as trained only,
-    their limit does not depend on the norm). One model per core."""
+    """:func:`edit_ratios` of every model of the keys of ``words`` on its first ``n`` prompts at ``alphas``; every
+    twin re-steered at the α's where its ratio matches its trained model's at each of ``match`` (grid values); the
+    fixed-point ceilings of every model under each of :data:`NORM_VARIANTS` (pre-norm models: the as trained only,
+    their limit does not depend on the norm). One model per core. Keys whose block the analysis does not know are
+    refused by :func:`_norms`: leave them out with :func:`saturation_words`."""
     from lib.chapters.two_views import steering_views_at, twin_label
     from lib.jacobians import sweep as jac
 
@@ -239,7 +256,7 @@ def saturation_twins(views: TwinViews, words: Mapping[str, str], alphas: Sequenc
         radius = steering.prepare_edit(m, direction(key, m), 1.0).radius
         return r.assign(model=key, weights=series, random=series != "trained", radius=radius)
 
-    items = list(views.items())
+    items = [it for it in views.items() if it[0][0] in words]
     r = pd.concat(map_matrices(ratios, items), ignore_index=True)
     unit = {(k, s): geometric_interval(g.ratio)[0] for (k, s), g in r[r.alpha == 1.0].groupby(["model", "weights"])}
     r = r[r.alpha.isin([float(a) for a in alphas])].assign(matched=np.nan)

@@ -18,7 +18,7 @@ from lib.page.plotting import model_palette, titled
 from lib.page.tables import value_range
 from lib.page.two_views import Findings, series_order
 
-__all__ = ["SATURATION_QUANTITIES", "ceiling_table", "ratio_table", "saturation_chart", "saturation_findings",
+__all__ = ["SATURATION_QUANTITIES", "SKIPPED_NAMES", "ceiling_table", "ratio_table", "saturation_chart", "saturation_findings",
            "saturation_long"]
 
 SATURATION_QUANTITIES: dict[str, str] = {"tokens": "tokens leaving block L: mean a(x, u)",
@@ -81,6 +81,13 @@ def _ratio(r: pd.Series) -> str:
     return f"{r.ratio:.3g} [{r.ratio_lo:.3g}, {r.ratio_hi:.3g}]"
 
 
+SKIPPED_NAMES: tuple[str, ...] = ("sr_{}_tr", "sr_{}_radius", "sr_{}_radius_rd", "sr_{}_rd", "sr_{}_match",
+                                  "sm_{}_tokens_rd", "sm_{}_tokens_lo", "sm_{}_J_write_rd", "sm_{}_J_sv_rd",
+                                  "fp_{}_0", "fp_{}_rd")
+"""The names :func:`saturation_findings` glues per model key, "not measured" for a key the saturation analysis left
+out (:func:`lib.chapters.two_views_saturation.saturation_words`)."""
+
+
 def saturation_findings(steer: pd.DataFrame, sat: Saturation, models: str, a_max: float) -> tuple[Findings, Findings]:
     """Claims TV6 (the Jacobian view collapses at saturation) and TV7 (the tokens' ceiling is the fixed point).
 
@@ -95,6 +102,10 @@ def saturation_findings(steer: pd.DataFrame, sat: Saturation, models: str, a_max
     numbers: dict[str, Any] = {}
     measured6, measured7 = [], []
     for key in pd.unique(steer.model):
+        if key not in set(s.model):  # left out at matched saturation (saturation_words): its names say so
+            numbers.update({name.format(key): "not measured" for name in SKIPPED_NAMES})
+            measured6.append(f"{key}: not measured at matched saturation (a block the analysis does not know)")
+            continue
         sk = s[(s.model == key) & s.matched.isna()]
         tr = sk[~sk.random]
         numbers[f"sr_{key}_tr"] = _ratio(tr[tr.alpha == a_max].iloc[0])

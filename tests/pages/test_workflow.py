@@ -238,3 +238,29 @@ def test_the_real_decoders_estimate_in_the_comment_is_the_pages():
     assert f"{prompts} grammar stories with {row['resamples']} bootstrap resamples" in comment
     assert f"about {row['min on 4 cores']:.0f} min on the runner's 4 vCPUs" in comment
     assert f"{row['per-prompt Jacobians (GB)']:.1f} GB of Jacobians" in comment
+
+
+def test_the_real_decoders_chapter_6_estimate_is_the_pages(workflow):
+    """Chapter 6 runs in the same report, and the comment, the step's name and both pages state its time and
+    memory as ``lib.chapters.two_views.cpu_decoder_work`` computes them for the Makefile's model and prompts."""
+    from lib.chapters import jacobian_funnel as fs
+    from lib.chapters import two_views as bv
+
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    chapters = re.search(r"^REAL_DECODER_CHAPTERS \?= (.+)$", makefile, flags=re.M).group(1).split()
+    assert chapters == ["04_jacobian_funnel", "06_two_views"]
+    assert 'CHAPTERS="$(REAL_DECODER_CHAPTERS)"' in makefile
+    prompts = int(re.search(r"^REAL_DECODER_PROMPTS \?= (\d+)$", makefile, flags=re.M).group(1))
+    two_views = (ROOT / "book" / "06_two_views.md").read_text(encoding="utf-8")
+    funnel = (ROOT / "book" / "04_jacobian_funnel.md").read_text(encoding="utf-8")
+    assert f"REAL_PROMPTS = {prompts}  #" in two_views
+    assert "two_views_work(fs.CPU_DECODERS[:1], prompts=CPU_PROMPTS, twins=3)" in funnel
+    tv = bv.cpu_decoder_work(fs.CPU_DECODERS[:1], prompts=prompts, twins=3).iloc[0]
+    both = fs.cpu_decoder_work(prompts=prompts, cores=4).iloc[0]["min on 4 cores"] + tv["wall min"]
+    comment = " ".join(line.lstrip("# ") for line in WORKFLOW.read_text(encoding="utf-8").splitlines()
+                       if line.startswith("#"))
+    assert f"about {tv['wall min']:.0f} min and {tv['peak memory (GB)']:.1f} GB at its peak" in comment
+    assert f"About {both:.0f} min for both chapters" in comment
+    names = [s.get("name", "") for s in _steps(workflow) if s.get("run") == "make real-decoders"]
+    assert names == ["A real decoder's report (make real-decoders; SmolLM2-135M, chapters 4 and 6, "
+                     f"about {both:.0f} min)"]

@@ -444,3 +444,21 @@ def test_findings_glue_every_number_and_return_the_claim(monkeypatch):
 def test_readable_rate_intervals_read_lo_to_hi():
     out = bp.readable(bv.rate_tests(_rates(True)), "rates")
     assert all(" to " in t for t in out["95% CI"]) and all(" to " in t for t in out["permutation null, central 95%"])
+
+
+def test_chapter_6_cpu_decoder_work_known_answers():
+    """A 10-layer d = 100 model (MLP width 200) with one twin on 10 prompts: 2 · 10 · 10 · 100² · 4 bytes of kept
+    Jacobians, 2 · 10 · 10 · (2 · 100² · 200 + 2 · 100³) closed-form FLOPs at the measured rate; the published
+    site's SmolLM2-135M run fits the hosted runner (16 GB, minutes, not hours)."""
+    row = bv.cpu_decoder_work([("x", 100, 200, 10)], prompts=10, twins=1).iloc[0]
+    kept = 2 * 10 * 10 * 100**2 * 4 / 1e9
+    cpu_min = 2 * 10 * 10 * (2 * 100**2 * 200 + 2 * 100**3) / bv.TWO_VIEWS_CPU_RATE / 60
+    assert row["per-prompt Jacobians (GB)"] == pytest.approx(kept)
+    assert row["peak memory (GB)"] == pytest.approx(bv.TWO_VIEWS_MEMORY_FACTOR * kept)
+    assert row["CPU min"] == pytest.approx(cpu_min)
+    assert row["wall min"] == pytest.approx(cpu_min / bv.TWO_VIEWS_SPEEDUP)
+    smol = bv.cpu_decoder_work().iloc[0]  # the measured shape: 270 CPU-s, 10.3 GB at its peak
+    assert smol["model"] == "HuggingFaceTB/SmolLM2-135M"
+    assert smol["CPU min"] == pytest.approx(270 / 60, rel=0.05) and smol["peak memory (GB)"] < 16
+    with pytest.raises(ValueError, match="prompts ≥ 1"):
+        bv.cpu_decoder_work(prompts=0)

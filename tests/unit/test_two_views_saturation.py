@@ -210,3 +210,35 @@ def test_ceiling_cause_names_the_part_whose_removal_lifts_the_ceiling(mlp, ln, c
     trained = {"as trained": 0.729, "LN₁ gains 1, biases 0": ln, "LN₂ gains 1, biases 0": 0.61,
                "both LayerNorms gains 1, biases 0": 0.62, "MLP removed": mlp}
     assert cause in sat.ceiling_cause(_ceilings(trained, [0.985, 0.987, 0.986]), "M")
+
+
+def test_a_block_the_analysis_does_not_know_is_left_out_in_one_line():
+    """OLMo-2's and Gemma-2's edit meets a norm of the attention's own output, which the saturation analysis does
+    not model: saturation_words leaves such a model out with one line, and its glued names say "not measured"."""
+    class Views:  # TwinViews' model(key) with the two attributes saturation_words reads
+        families = {"MiniLM": "bert", "decoder": "olmo2"}
+
+        def model(self, key):
+            return type("M", (), {"family": self.families[key], "label": f"{key} (trained)"})()
+
+    kept, note = sat.saturation_words(Views(), {"MiniLM": "ocean", "decoder": "boat"})
+    assert kept == {"MiniLM": "ocean"}
+    assert note.startswith("Skipped at matched saturation: decoder (trained) (olmo2);") and "\n" not in note
+    Views.families = {"MiniLM": "bert", "decoder": "llama"}
+    assert sat.saturation_words(Views(), {"MiniLM": "ocean", "decoder": "boat"}) == (
+        {"MiniLM": "ocean", "decoder": "boat"}, "")
+
+    steer, matched, ceil = _tables(twin_write=0.02)
+    rows = [{"model": "MiniLM", "weights": w, "random": w != "trained", "alpha": float(a), "matched": np.nan,
+             "ratio": 2.0 * a, "ratio_lo": 1.0, "ratio_hi": 3.0 * max(a, 1), "ratio_min": 0.5, "ratio_max": 4.0,
+             "radius": 1.5} for w in WEIGHTS for a in GRID[1:]]
+    rows += [{"model": "MiniLM", "weights": w, "random": True, "alpha": 5e5, "matched": 1000.0, "ratio": 2000.0,
+              "ratio_lo": 2000.0, "ratio_hi": 3000.0, "ratio_min": 1000.0, "ratio_max": 6000.0, "radius": 0.16}
+             for w in WEIGHTS[1:]]
+    s = sat.Saturation(pd.DataFrame(), pd.DataFrame(rows), matched, ceil, ["MiniLM"])
+    both = pd.concat([steer, steer.assign(model="decoder")], ignore_index=True)  # steered, not measured here
+    tv6, tv7 = sp.saturation_findings(both, s, "m", 1000)
+    assert {name.format("decoder") for name in sp.SKIPPED_NAMES} <= set(tv6.numbers)
+    assert tv6.numbers["sr_decoder_tr"] == tv6.numbers["fp_decoder_0"] == "not measured"
+    assert tv6.numbers["fp_MiniLM_0"] == "0.730" and "decoder: not measured" in tv6.claim["measured"]
+    assert tv6.claim["verdict"] == "not specific to training" and tv7.claim["verdict"] == "reproduced"
