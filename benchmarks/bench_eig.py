@@ -12,6 +12,9 @@ baseline's, sorted by the book's convention, to ``1e-8 · |λ_1|``):
 * ``eigvals_stack_d1024``: *all* eigenvalues of 8 Gaussian matrices, d = 1024, float64 on the host:
   :func:`lib.linalg.spectra.eigvals` (one matrix per core, :mod:`lib.parallel`) against a loop of
   ``np.linalg.eigvals`` with BLAS allowed every core (what one would write); values compared.
+* ``schur_stack_d128``: the real Schur forms of 96 residual-like matrices, d = 128 (chapter 4's controls: one per
+  layer and bootstrap resample), one matrix per core: :func:`lib.linalg.schur.real_schur` (the GIL released)
+  against ``scipy.linalg.schur`` in the same thread pool (its wrapper holds the GIL); values bitwise equal.
 * ``eig_scaling``: time against d (256 … 2048; 4096 with ``with_4096``) for both methods on 2
   trained-like matrices, with the fitted exponents (dense ``eig`` ~ d³; the Krylov method
   ~ (matvecs) · d², reported per matrix-vector product).
@@ -22,6 +25,7 @@ Run: ``python -m benchmarks.bench_eig`` or :func:`run`.
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 import torch
 from threadpoolctl import threadpool_limits
 
@@ -29,7 +33,8 @@ from benchmarks import compare, fit_exponent, format_table
 from lib.linalg import spectra
 from lib.linalg.spectra import sort_order
 from lib.linalg.topk_eig import topk_eig
-from lib.parallel import available_cores
+from lib.linalg.schur import real_schur
+from lib.parallel import available_cores, map_matrices
 from lib.theory import toys
 
 K = 8
@@ -94,6 +99,19 @@ def bench_stack_eigvals(A: np.ndarray, repeats: int) -> dict:
     return {"size": f"L={L}, d={d}", "L": L, "d": d, "cores": cores, **r, "eig_rel_err": err, "eig_ok": err <= 1e-10}
 
 
+def bench_schur_stack(A: np.ndarray, repeats: int) -> dict:
+    """Real Schur forms of a host stack in :func:`lib.parallel.map_matrices`: ``real_schur`` vs ``scipy.linalg.schur``."""
+    def scipy_schur(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return scipy.linalg.schur(M, output="real")
+
+    map_matrices(real_schur, A[:2])  # warm-up
+    r = compare(lambda: map_matrices(real_schur, A), lambda: map_matrices(scipy_schur, A), repeats=repeats)
+    got, ref = r.pop("out"), r.pop("baseline_out")
+    same = all(np.array_equal(g[0], w[0]) and np.array_equal(g[1], w[1]) for g, w in zip(got, ref))
+    L, d = A.shape[0], A.shape[-1]
+    return {"size": f"n={L}, d={d}", "L": L, "d": d, "cores": available_cores(), **r, "bitwise": same}
+
+
 def bench_scaling(sizes, L: int = 2, repeats: int = 1, device: str = "cpu") -> dict:
     rows = []
     for d in sizes:
@@ -134,6 +152,8 @@ def run(quick: bool = False, with_4096: bool = False, verbose: bool = True, devi
     except Exception as e:  # the offline model package may be absent
         out["topk_eig_minilm"] = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
     out["eigvals_stack_d1024"] = bench_stack_eigvals(gaussian(4 if quick else 8, 1024, seed=1).numpy(), reps)
+    residual = np.eye(128) + gaussian(48 if quick else 96, 128, seed=2).numpy()
+    out["schur_stack_d128"] = bench_schur_stack(residual, reps)
     sizes = [256, 512, 1024] if quick else [256, 512, 1024, 2048]
     if with_4096:
         sizes.append(4096)
@@ -158,7 +178,12 @@ def report(out: dict) -> str:
                       [dict(kernel="eigvals_stack_d1024", **st)] if "time_s" in st else [], [
         ("kernel", "kernel", "s"), ("size", "size", "s"), ("cores", "cores", "d"), ("time_s", "parallel s", ".2f"),
         ("baseline_s", "loop s", ".2f"), ("ratio", "ratio", ".2f"), ("eig_rel_err", "max rel err", ".1e")])
-    t1 = "\n".join([t1, "", t0])
+    sch = out.get("schur_stack_d128", {})
+    t3 = format_table("real Schur forms of a stack, one matrix per core: lib.linalg.schur.real_schur vs scipy.linalg.schur",
+                      [dict(kernel="schur_stack_d128", **sch)] if "time_s" in sch else [], [
+        ("kernel", "kernel", "s"), ("size", "size", "s"), ("cores", "cores", "d"), ("time_s", "real_schur s", ".2f"),
+        ("baseline_s", "scipy s", ".2f"), ("ratio", "ratio", ".2f"), ("bitwise", "bitwise", "s")])
+    t1 = "\n".join([t1, "", t0, "", t3])
     sc = out["eig_scaling"]
     if not sc.get("rows"):
         return "\n".join([t1, "", f"scaling sweep failed: {sc.get('error')}"])

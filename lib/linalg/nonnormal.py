@@ -3,7 +3,8 @@
 Every definition here is **reconstructed** [ours]: the paper names the quantities (complex
 eigenvalues, non-normality, rotation, effective rank of the cumulative product, removal of
 structured non-normality) but its exact formulas were not available. Everything runs in float64 on
-the CPU (LAPACK through NumPy/SciPy); inputs may be NumPy arrays or torch tensors.
+the CPU (LAPACK through NumPy/SciPy; the real Schur forms through :func:`lib.linalg.schur.real_schur`, which
+releases the GIL); inputs may be NumPy arrays or torch tensors.
 
 * :func:`complex_fraction` ``f_C``, with :func:`ginibre_complex_fraction` (real Ginibre baseline);
 * :func:`henrici` ``dep(M) = ‖N‖_F`` from the complex Schur form, :func:`henrici_rel` ``δ_H``;
@@ -30,6 +31,7 @@ import numpy as np
 import pandas as pd
 import scipy.linalg
 
+from lib.linalg.schur import real_schur
 from lib.linalg.spectra import TAU_COMPLEX, as_float64, eigvals
 
 if TYPE_CHECKING:
@@ -244,13 +246,15 @@ def schur_normal(M: Matrix, sort: str | None = None) -> np.ndarray:
     ``sort`` is passed to ``scipy.linalg.schur`` (e.g. ``"ouc"``) for the ordering sensitivity run.
     """
     A = _square(M)
-    T, Q = scipy.linalg.schur(A, output="real", sort=sort)[:2] if sort else scipy.linalg.schur(A, output="real")
+    T, Q = scipy.linalg.schur(A, output="real", sort=sort)[:2] if sort else real_schur(A)
     return Q @ _normal_blocks(T) @ Q.T
 
 
 def both_controls(M: Matrix, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``(schur_normal(M), shuffled_schur(M, seed))`` from one real Schur decomposition (half the work)."""
-    T, Q = scipy.linalg.schur(_square(M), output="real")
+    """``(schur_normal(M), shuffled_schur(M, seed))`` from one real Schur decomposition (half the work), computed
+    with the GIL released (:func:`lib.linalg.schur.real_schur`): resamples run side by side in
+    :func:`lib.parallel.map_matrices`."""
+    T, Q = real_schur(_square(M))
     return Q @ _normal_blocks(T) @ Q.T, Q @ _shuffled_upper(T, seed, "permute") @ Q.T
 
 
@@ -261,7 +265,7 @@ def shuffled_schur(M: Matrix, seed: int = 0, variant: str = "permute") -> np.nda
     ``"signs"``: random sign flips only. Eigenvalues and ``‖T‖_F`` are unchanged, so the Henrici
     departure is exactly preserved; only its arrangement changes.
     """
-    T, Q = scipy.linalg.schur(_square(M), output="real")
+    T, Q = real_schur(_square(M))
     return Q @ _shuffled_upper(T, seed, variant) @ Q.T
 
 
