@@ -10,8 +10,8 @@ BLAS may use both; ``tests/unit/test_parallel.py`` checks the values and the thr
 Each matrix is computed exactly as in a one-thread serial loop, so the results are bitwise
 identical to that loop and do not depend on the number of workers (``threadpoolctl``, a
 requirement, pins the BLAS threads; without it the map runs as a plain loop). Only functions that
-spend their time in NumPy's LAPACK gain; SciPy's LAPACK wrappers hold the GIL and run one at a
-time (which is why chapter 4's per-layer metrics, built on SciPy's Schur form, stay a plain loop).
+spend their time in LAPACK with the GIL released gain: NumPy's, and the real Schur form of
+:func:`lib.linalg.schur.real_schur`; SciPy's LAPACK wrappers hold the GIL and run one at a time.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, TypeVar
 
 __all__ = ["available_cores", "map_matrices", "one_thread", "use_one_thread"]
@@ -73,7 +73,8 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def map_matrices(fn: Callable[[Any], T], mats: Sequence[Any], *, workers: int | None = None) -> list[T]:
+def map_matrices(fn: Callable[[Any], T], mats: Sequence[Any], *, workers: int | None = None,
+                 progress: str | None = None) -> list[T]:
     """``[fn(M) for M in mats]``, computed in a pool of threads with BLAS limited to one thread.
 
     Args:
@@ -84,6 +85,8 @@ def map_matrices(fn: Callable[[Any], T], mats: Sequence[Any], *, workers: int | 
         mats: the matrices, e.g. a ``(n, d, d)`` array (iterated along its first axis).
         workers: threads; default ``min(len(mats), available_cores())``. ``1`` runs a plain loop
             (still with one BLAS thread, so the results are the same for every value).
+        progress: a description for one progress bar over the items (:func:`lib.progress.progress`),
+            advanced in the calling thread as items finish; ``None``: no bar.
 
     Returns:
         The results in the order of ``mats``. An exception raised by ``fn`` for any matrix is
@@ -94,24 +97,46 @@ def map_matrices(fn: Callable[[Any], T], mats: Sequence[Any], *, workers: int | 
     if workers is None:
         workers = min(n, available_cores())
     workers = max(1, min(int(workers), max(n, 1)))
+    bar = _bar(progress, n)
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # without it BLAS threads would oversubscribe the cores: stay serial
-        return [fn(M) for M in items]
+        return [_advance(bar, fn(M)) for M in items]
     _settle_torch_threads()
     # one_thread: torch.set_num_threads(1) and BLAS on one thread, process-wide, exactly the setting of a serial
     # reference run inside one_thread (BLAS limits alone left torch's own count at 2 in this thread, and on some
     # CPUs the map then differed from that reference by ~1e-14) ...
     with one_thread():
         if workers == 1:
-            return [fn(M) for M in items]
+            return [_advance(bar, fn(M)) for M in items]
         # ... but an OpenMP thread count (torch's intra-op pool) is per thread: pin it in each worker too.
         def pin() -> None:
             _settle_torch_threads()
             threadpool_limits(1, user_api="openmp")
 
         with ThreadPoolExecutor(max_workers=workers, initializer=pin) as pool:
-            return list(pool.map(fn, items))
+            futures = [pool.submit(fn, M) for M in items]
+            for _ in as_completed(futures):
+                _advance(bar, None)
+            return [f.result() for f in futures]
+
+
+def _bar(desc: str | None, total: int) -> Any:
+    """A progress bar of ``total`` steps, or ``None``."""
+    if desc is None:
+        return None
+    from lib.progress import progress
+
+    return progress(total=total, desc=desc)
+
+
+def _advance(bar: Any, value: T) -> T:
+    """Advance ``bar`` by one step (closing it at its total) and return ``value``."""
+    if bar is not None:
+        bar.update(1)
+        if bar.n >= bar.total:
+            bar.close()
+    return value
 
 
 def _settle_torch_threads() -> None:

@@ -39,6 +39,7 @@ from lib.errors import InputError
 from lib.jacobians import in_context, single_token
 from lib.memory import require
 from lib.models.spectral_model import on_layer_device
+from lib.parallel import available_cores, map_matrices
 from lib.progress import progress as progress_bar
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "METHODS",
+    "SIDE_BY_SIDE_MAX_D",
     "JacobianSet",
     "TwinJacobians",
     "autograd_difference",
@@ -59,6 +61,7 @@ __all__ = [
     "layer_jacobian",
     "layer_jacobians",
     "residual_inputs",
+    "side_by_side_workers",
     "sub_block_fns",
     "sweep",
     "sweep_twins",
@@ -505,26 +508,47 @@ class TwinJacobians:
         return self.jacobians[series]
 
 
+SIDE_BY_SIDE_MAX_D = 1024
+"""Widest model whose twins :func:`sweep_twins` runs side by side, one model per core [ours]: the book's models
+(``d ≤ 384``) on the CPU gain about 1.8× on two cores; a wider one runs one model at a time, so that only one
+model's transient memory is live, as the memory guards of :func:`sweep` assume."""
+
+
+def side_by_side_workers(twins: Twins) -> int:
+    """Threads for running a model and its twins side by side (:func:`lib.parallel.map_matrices`): one per core
+    when every model is on the CPU, unsharded and at most :data:`SIDE_BY_SIDE_MAX_D` wide; else 1. Each model is
+    computed as in a serial loop (closed forms and reverse-mode autodiff, per thread), so the values do not
+    depend on this number."""
+    small = all(m.d_model <= SIDE_BY_SIDE_MAX_D and m.device_map is None and m.param().device.type == "cpu"
+                for m in twins)
+    return available_cores() if small else 1
+
+
 def sweep_twins(twins: Twins, texts: Sequence[str], *, parts: bool = False, keep_per_prompt: bool = True,
                 progress: bool = True) -> TwinJacobians:
-    """:func:`residual_inputs` and :func:`sweep` for the trained model and every twin, on the same ``texts``.
+    """:func:`residual_inputs` and :func:`sweep` for the trained model and every twin, on the same ``texts``, the
+    models side by side where they are small (:func:`side_by_side_workers`).
 
     Args:
         twins: from :func:`lib.load_twins`. texts: the prompts (the same for every model).
-        parts, keep_per_prompt, progress: as :func:`sweep`.
+        parts, keep_per_prompt: as :func:`sweep`. progress: one bar over the models.
     """
-    inputs, sets = {}, {}
-    for model in twins:
-        label = twins.series(model)
-        inputs[label], _ = residual_inputs(model, texts)
-        sets[label] = sweep(model, inputs[label], parts=parts, keep_per_prompt=keep_per_prompt, progress=progress)
-    return TwinJacobians(twins=twins, inputs=inputs, jacobians=sets)
+    def one(model: SpectralModel) -> tuple[torch.Tensor, JacobianSet]:
+        X, _ = residual_inputs(model, texts)
+        return X, sweep(model, X, parts=parts, keep_per_prompt=keep_per_prompt, progress=False)
+
+    done = map_matrices(one, list(twins), workers=side_by_side_workers(twins),
+                        progress=f"Jacobians ({twins.name})" if progress else None)
+    labels = [twins.series(m) for m in twins]
+    return TwinJacobians(twins=twins, inputs={s: X for s, (X, _) in zip(labels, done)},
+                         jacobians={s: js for s, (_, js) in zip(labels, done)})
 
 
 def in_context_twins(twins: Twins, texts: Sequence[str], *, keep_per_prompt: bool = True) -> TwinJacobians:
     """The in-context counterpart of :func:`sweep_twins`: for the trained model and every twin, the in-context
     diagonal blocks ``∂h_{l+1}[T]/∂h_l[T]`` of every block at the last token ``T`` of each text
-    (:func:`in_context_stack`, closed form where the family has one), on the same ``texts``.
+    (:func:`in_context_stack`, closed form where the family has one), on the same ``texts``, the models side by
+    side where they are small (:func:`side_by_side_workers`).
 
     Returns:
         a :class:`TwinJacobians` whose sets hold ``mean`` ``(L, d, d)`` and (``keep_per_prompt``) ``per_prompt``
@@ -533,11 +557,14 @@ def in_context_twins(twins: Twins, texts: Sequence[str], *, keep_per_prompt: boo
     """
     if not texts:
         raise InputError("no prompts: pass at least one text")
-    inputs, sets = {}, {}
-    for model in twins:
-        label = twins.series(model)
-        inputs[label], states = residual_inputs(model, texts)
+
+    def one(model: SpectralModel) -> tuple[torch.Tensor, JacobianSet]:
+        X, states = residual_inputs(model, texts)
         per = in_context_stack(model, states, [last_token_index(model, s) for s in texts])
-        sets[label] = JacobianSet(mean=per.mean(1), label=model.label, n_prompts=len(texts),
-                                  per_prompt=per.astype(np.float32) if keep_per_prompt else None)
-    return TwinJacobians(twins=twins, inputs=inputs, jacobians=sets)
+        return X, JacobianSet(mean=per.mean(1), label=model.label, n_prompts=len(texts),
+                              per_prompt=per.astype(np.float32) if keep_per_prompt else None)
+
+    done = map_matrices(one, list(twins), workers=side_by_side_workers(twins))
+    labels = [twins.series(m) for m in twins]
+    return TwinJacobians(twins=twins, inputs={s: X for s, (X, _) in zip(labels, done)},
+                         jacobians={s: js for s, (_, js) in zip(labels, done)})

@@ -12,6 +12,7 @@ import lib
 from lib.errors import InputError
 from lib.jacobians import sweep as jac
 from lib.linalg.spectra import eigvals
+from lib.parallel import available_cores, one_thread
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -218,6 +219,35 @@ def test_mlp_width_per_family(tiny64):
     assert jac.mlp_width(tiny64("llama")) == 64 and jac.mlp_width(tiny64("bert")) == 64
 
 
+def test_side_by_side_only_for_small_unsharded_cpu_models():
+    """One model at a time where two models' transient memory could exceed what the memory guards checked for one:
+    a wide model, a sharded one, or one on a GPU."""
+    from types import SimpleNamespace
+
+    def model(d=128, device_map=None, device="cpu"):
+        return SimpleNamespace(d_model=d, device_map=device_map,
+                               param=lambda: SimpleNamespace(device=torch.device(device)))
+
+    assert jac.side_by_side_workers([model(), model(jac.SIDE_BY_SIDE_MAX_D)]) == available_cores()
+    assert jac.side_by_side_workers([model(), model(jac.SIDE_BY_SIDE_MAX_D + 1)]) == 1
+    assert jac.side_by_side_workers([model(device_map={"": "cpu"}), model()]) == 1
+    assert jac.side_by_side_workers([model(device="meta"), model()]) == 1
+
+
+def test_in_context_twins_side_by_side_equal_one_model_at_a_time(monkeypatch):
+    from lib.models.decoder.language import prompts
+
+    pair = lib.load_twins("book-decoder", seeds=(0,))
+    texts = prompts(3)
+    got = jac.in_context_twins(pair, texts)
+    monkeypatch.setattr(jac, "side_by_side_workers", lambda twins: 1)
+    ref = jac.in_context_twins(pair, texts)
+    for s in ref.series:
+        np.testing.assert_array_equal(got[s].per_prompt, ref[s].per_prompt)
+        np.testing.assert_array_equal(got[s].mean, ref[s].mean)
+        torch.testing.assert_close(got.inputs[s], ref.inputs[s], rtol=0, atol=0)
+
+
 def test_autograd_difference_and_sweep_twins():
     """Section 4.2's check on a real prompt, and the twins' sweep equals a sweep of each model on the same prompts."""
     from lib.models.decoder.language import prompts
@@ -226,14 +256,16 @@ def test_autograd_difference_and_sweep_twins():
     texts = prompts(3)
     X, _ = jac.residual_inputs(pair.trained, texts[:1])
     assert jac.autograd_difference(pair.trained, 2, X[2, 0]) < 1e-5
+    assert jac.side_by_side_workers(pair) == available_cores()  # the models run side by side
     got = jac.sweep_twins(pair, texts, parts=True, progress=False)
     assert got.series == ["trained", "random init, seed 0", "random init, seed 1"]
     assert got.twin_series == got.series[1:] and got.twins is pair
     for model in pair:
         label = pair.series(model)
-        Xm, _ = jac.residual_inputs(model, texts)
-        torch.testing.assert_close(got.inputs[label], Xm)
-        ref = jac.sweep(model, Xm, keep_per_prompt=True, parts=True, progress=False)
+        with one_thread():  # the setting each of the map's workers computes under
+            Xm, _ = jac.residual_inputs(model, texts)
+            ref = jac.sweep(model, Xm, keep_per_prompt=True, parts=True, progress=False)
+        torch.testing.assert_close(got.inputs[label], Xm, rtol=0, atol=0)
         np.testing.assert_array_equal(got[label].mean, ref.mean)
         np.testing.assert_array_equal(got[label].per_prompt, ref.per_prompt)
         np.testing.assert_array_equal(got[label].parts["mlp"], ref.parts["mlp"])

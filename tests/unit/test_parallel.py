@@ -56,6 +56,44 @@ def test_errors_propagate_and_empty_stacks_work():
     assert available_cores() >= 1
 
 
+def test_a_progress_bar_counts_every_item_once_and_closes(monkeypatch):
+    """``progress=``: one bar of ``n`` steps, advanced in the calling thread as items finish, closed at the end;
+    the values and their order are those of the map without a bar, and an error still comes out first in order."""
+    import lib.progress
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total, desc):
+            self.total, self.desc, self.n, self.closed, self.threads = total, desc, 0, False, set()
+            bars.append(self)
+
+        def update(self, k):
+            self.n += k
+            self.threads.add(threading.get_ident())
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(lib.progress, "progress", lambda total, desc: Bar(total, desc))
+    A = _stack(n=5)
+    for workers in (1, 2):
+        got = map_matrices(np.linalg.eigvals, A, workers=workers, progress="eigenvalues")
+        for g, s in zip(got, map_matrices(np.linalg.eigvals, A, workers=1), strict=True):
+            np.testing.assert_array_equal(g, s)
+        bar = bars[-1]
+        assert (bar.total, bar.desc, bar.n, bar.closed) == (5, "eigenvalues", 5, True)
+        assert bar.threads == {threading.get_ident()}
+
+    def second_fails(i):
+        if i >= 1:
+            raise ValueError(f"item {i}")
+        return i
+
+    with pytest.raises(ValueError, match="item 1"):
+        map_matrices(second_fails, range(4), workers=2, progress="items")
+
+
 def test_stack_eigvals_match_scipy_per_matrix_in_book_order():
     A = _stack(n=4, d=40, seed=3)
     got = spectra.eigvals(A.reshape(2, 2, 40, 40), workers=2)
