@@ -122,8 +122,8 @@ def map_matrices(fn: Callable[[Any], T], mats: Sequence[Any], *, workers: int | 
 
 
 def _bar(desc: str | None, total: int) -> Any:
-    """A progress bar of ``total`` steps, or ``None``."""
-    if desc is None:
+    """A progress bar of ``total`` steps, or ``None`` (also for no steps: a bar that never moves would stay open)."""
+    if desc is None or total == 0:
         return None
     from lib.progress import progress
 

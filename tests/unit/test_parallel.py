@@ -92,6 +92,9 @@ def test_a_progress_bar_counts_every_item_once_and_closes(monkeypatch):
 
     with pytest.raises(ValueError, match="item 1"):
         map_matrices(second_fails, range(4), workers=2, progress="items")
+    n_bars = len(bars)
+    assert map_matrices(np.linalg.eigvals, np.zeros((0, 4, 4)), progress="nothing") == []
+    assert len(bars) == n_bars  # no bar for no items
 
 
 def test_stack_eigvals_match_scipy_per_matrix_in_book_order():
