@@ -510,7 +510,7 @@ class TwinJacobians:
 
 SIDE_BY_SIDE_MAX_D = 1024
 """Widest model whose twins :func:`sweep_twins` runs side by side, one model per core [ours]: the book's models
-(``d ≤ 384``) on the CPU gain about 1.8× on two cores; a wider one runs one model at a time, so that only one
+(``d ≤ 384``) on the CPU gain about 1.7× on two cores (chapter 4's sweeps: 9.2 s → 5.5 s); a wider one runs one model at a time, so that only one
 model's transient memory is live, as the memory guards of :func:`sweep` assume."""
 
 
@@ -537,11 +537,7 @@ def sweep_twins(twins: Twins, texts: Sequence[str], *, parts: bool = False, keep
         X, _ = residual_inputs(model, texts)
         return X, sweep(model, X, parts=parts, keep_per_prompt=keep_per_prompt, progress=False)
 
-    done = map_matrices(one, list(twins), workers=side_by_side_workers(twins),
-                        progress=f"Jacobians ({twins.name})" if progress else None)
-    labels = [twins.series(m) for m in twins]
-    return TwinJacobians(twins=twins, inputs={s: X for s, (X, _) in zip(labels, done)},
-                         jacobians={s: js for s, (_, js) in zip(labels, done)})
+    return _each_model(twins, one, f"Jacobians ({twins.name})" if progress else None)
 
 
 def in_context_twins(twins: Twins, texts: Sequence[str], *, keep_per_prompt: bool = True) -> TwinJacobians:
@@ -564,7 +560,14 @@ def in_context_twins(twins: Twins, texts: Sequence[str], *, keep_per_prompt: boo
         return X, JacobianSet(mean=per.mean(1), label=model.label, n_prompts=len(texts),
                               per_prompt=per.astype(np.float32) if keep_per_prompt else None)
 
-    done = map_matrices(one, list(twins), workers=side_by_side_workers(twins))
+    return _each_model(twins, one)
+
+
+def _each_model(twins: Twins, one: Callable[[SpectralModel], tuple[torch.Tensor, JacobianSet]],
+                progress: str | None = None) -> TwinJacobians:
+    """``one(model) -> (inputs, JacobianSet)`` for the trained model and every twin, side by side where they are
+    small (:func:`side_by_side_workers`), gathered under the twins' series labels."""
+    done = map_matrices(one, list(twins), workers=side_by_side_workers(twins), progress=progress)
     labels = [twins.series(m) for m in twins]
     return TwinJacobians(twins=twins, inputs={s: X for s, (X, _) in zip(labels, done)},
                          jacobians={s: js for s, (_, js) in zip(labels, done)})
